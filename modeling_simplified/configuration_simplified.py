@@ -1,0 +1,354 @@
+"""Configuration of the simplified transformer family (He & Hofmann, *Simplifying Transformer Blocks*, ICLR 2024).
+
+`block_type` is a preset: it fills every structural field it implies with the paper's value (DESIGN.md §2).
+Fields passed explicitly win over the preset, and the expanded values are what `config.json` stores.
+"""
+
+import dataclasses
+import math
+import types
+import typing
+
+from transformers import PreTrainedConfig
+
+BLOCK_TYPES = ("pre_ln", "post_ln", "parallel", "value_skipinit", "sas", "sas_p", "simplest", "normformer")
+NORM_TYPES = ("rmsnorm", "layernorm", "none")
+ACTIVATIONS = ("relu", "gelu", "gelu_new", "leaky_relu", "swiglu", "geglu")
+GATED_ACTIVATIONS = ("swiglu", "geglu")
+POSITION_TYPES = ("sinusoidal", "learned", "rotary")
+ATTENTION_TYPES = ("softmax", "shaped")
+MATRIX_MODES = ("identity", "linear", "reparam")
+LINEAR_INITS = ("normal", "orthogonal")
+REPARAM_INITS = ("identity", "orthogonal", "normal")
+REPARAM_TIES = ("none", "all_blocks", "last_block")
+HEAD_SCALES = ("none", "before_proj", "after_proj")
+INIT_SCHEMES = ("normal", "gpt2")
+NORM_POSITIONS = ("pre", "post")
+
+_PRE_LN = dict(
+    parallel_block=False,
+    norm_position="pre",
+    norm_type="rmsnorm",
+    embedding_norm="none",
+    final_norm=None,  # None: same as norm_type
+    attn_skip_gain=1.0,
+    mlp_skip_gain=1.0,
+    block_gains_trainable=False,
+    beta_ff_init=1.0,
+    attention_type="softmax",
+    shaped_alpha_init=1.0,
+    shaped_beta_init=1.0,
+    shaped_gamma_init=1.0,
+    centre_attention=True,
+    value_mode="linear",
+    projection_mode="linear",
+    first_layer_value_mode=None,  # None: same as value_mode
+    value_projection_init="normal",
+    query_init_std=None,  # None: initializer_range
+    head_scale="none",
+    attn_branch_norm=False,
+    mlp_act_norm=False,
+    residual_scale=False,
+)
+_SHAPED = dict(
+    _PRE_LN,
+    attn_skip_gain=0.0,
+    block_gains_trainable=True,
+    beta_ff_init=0.1,
+    attention_type="shaped",
+    query_init_std=0.0,
+)
+_SAS = dict(_SHAPED, value_mode="identity", projection_mode="identity", first_layer_value_mode="reparam")
+
+#: What each block type implies (DESIGN.md §2). Every key is a config field that defaults to the preset.
+BLOCK_PRESETS: dict[str, dict] = {
+    "pre_ln": _PRE_LN,
+    "post_ln": dict(_PRE_LN, norm_position="post", norm_type="layernorm", final_norm="none"),
+    "parallel": dict(_PRE_LN, parallel_block=True, attn_skip_gain=0.0),
+    "value_skipinit": dict(
+        _SHAPED,
+        shaped_beta_init=0.0,
+        centre_attention=False,
+        value_projection_init="orthogonal",
+    ),
+    "sas": _SAS,
+    "sas_p": dict(_SAS, parallel_block=True, mlp_skip_gain=0.0),
+    "simplest": dict(
+        _SAS,
+        parallel_block=True,
+        mlp_skip_gain=0.0,
+        norm_type="none",
+        embedding_norm="layernorm",
+        final_norm="layernorm",
+    ),
+    "normformer": dict(
+        _PRE_LN, norm_type="layernorm", head_scale="before_proj", attn_branch_norm=True, mlp_act_norm=True
+    ),
+}
+
+_CHOICES = {
+    "block_type": BLOCK_TYPES,
+    "norm_type": NORM_TYPES,
+    "embedding_norm": NORM_TYPES,
+    "final_norm": NORM_TYPES,
+    "norm_position": NORM_POSITIONS,
+    "hidden_act": ACTIVATIONS,
+    "position_embedding_type": POSITION_TYPES,
+    "attention_type": ATTENTION_TYPES,
+    "value_mode": MATRIX_MODES,
+    "projection_mode": MATRIX_MODES,
+    "first_layer_value_mode": MATRIX_MODES,
+    "value_projection_init": LINEAR_INITS,
+    "reparam_init": REPARAM_INITS,
+    "reparam_tie": REPARAM_TIES,
+    "head_scale": HEAD_SCALES,
+    "init_scheme": INIT_SCHEMES,
+}
+
+
+def _type_ok(value, annotation) -> bool:
+    """Strict check of a value against a simple field annotation (`int`, `float`, `bool`, `str`, `X | None`)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(_type_ok(value, arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation in (bool, str):
+        return isinstance(value, annotation)
+    return True
+
+
+class SimplifiedConfig(PreTrainedConfig):
+    r"""Configuration of [`SimplifiedModel`] and its heads.
+
+    Sequential block (paper eq. 1):  `X̂ = αSA·X + βSA·MHA(Norm1(X))`,  `Y = αFF·X̂ + βFF·MLP(Norm2(X̂))`.
+    Parallel block (eq. 12-13):      `Y = αcomb·X + βSA·MHA(Norm(X)) + βFF·MLP(Norm(X))`.
+    Shaped attention (eq. 5):        `(α·I + β·A(X) − γ·C)·X·W^V` per head.
+
+    Fields left at `None` take the value that `block_type` implies (see `BLOCK_PRESETS`).
+
+    Args:
+        block_type: one of `BLOCK_TYPES`; a preset for the structural fields below.
+        vocab_size, hidden_size, num_hidden_layers, num_attention_heads: the model shape.
+        intermediate_size: width entering the MLP output projection (for `swiglu`/`geglu` the gated width);
+            default `4 * hidden_size`.
+        hidden_act: MLP activation, one of `ACTIVATIONS`; `leaky_relu_slope` is the negative slope of `leaky_relu`.
+        position_embedding_type: `sinusoidal` (added at the embedding), `learned`, or `rotary` (`rope_theta`).
+        max_position_embeddings: longest sequence for learned positions.
+        parallel_block: parallel (GPT-J) instead of sequential sub-blocks.
+        norm_position: `pre` (Pre-LN) or `post` (norm after each residual add).
+        norm_type / norm_eps / norm_bias: the block norms (`none` removes them); `norm_bias` is LayerNorm's bias.
+        embedding_norm / final_norm: norm on the embedding output / after the last block (`none` removes it).
+        attn_skip_gain (αSA), mlp_skip_gain (αFF; αcomb for parallel blocks): fixed skip gains, 0 removes the skip.
+        beta_sa_init (βSA), beta_ff_init (βFF): residual branch gains; the paper uses βFF 0.1 at 18×768, 0.2 for
+            narrower models, 0.05 for crammed BERT; theory suggests O(1/sqrt(depth)).
+        block_gains_trainable: whether βSA and βFF are trained (fixed gains of 1 cost nothing).
+        attention_type: `softmax` or `shaped` (eq. 5); shaped_{alpha,beta,gamma}_init are its gain inits,
+            `shaped_gains_per_head` makes them head-wise, `shaped_gains_trainable` trains them,
+            `centre_attention` keeps the −γ·C term (off for Value-SkipInit, eq. 4).
+        value_mode / projection_mode: `identity` (no parameters, no matmul), `linear`, or `reparam`
+            (eq. 6: `W = αV·W_init + βV·ΔW`, ΔW zero-initialised); `first_layer_value_mode` overrides the value
+            mode in the first block (SAS keeps a trainable W^V there).
+        value_projection_init: init of `linear` W^V / W^P (`normal` or `orthogonal`).
+        reparam_init: W_init of eq. 6 (`identity`, `orthogonal`, `normal`); `reparam_tie` ties the random W_init
+            so that the value-projection product is the identity per block (`all_blocks`) or over the whole
+            network (`last_block`); reparam_{alpha,beta}_init and `reparam_gains_trainable` are αV, βV.
+        query_init_std: init std of W^Q (0 for the simplified blocks, so shaped attention is the identity).
+        head_scale, attn_branch_norm, mlp_act_norm, residual_scale: NormFormer's head-wise scaling (before or
+            after W^O), LN after attention, LN after the MLP activation, and ResScale λ on the MLP skip.
+        attention_bias / mlp_bias: biases on the attention / MLP matrices.
+        init_scheme: `normal` (std `initializer_range` everywhere) or `gpt2` (residual outputs /sqrt(2L)).
+        pad_vocab_size_multiple: pad the embedding matrix to a multiple of this; padded logits are never predicted.
+        is_causal: decoder (`True`) or encoder (`False`); `None` lets the head decide (causal LM: causal).
+    """
+
+    model_type = "simplified"
+    keys_to_ignore_at_inference = ["past_key_values"]
+
+    block_type: str = "pre_ln"
+    vocab_size: int = 50257
+    hidden_size: int = 768
+    num_hidden_layers: int = 18
+    num_attention_heads: int = 12
+    intermediate_size: int | None = None
+    hidden_act: str = "relu"
+    leaky_relu_slope: float = 0.01
+    position_embedding_type: str = "sinusoidal"
+    max_position_embeddings: int = 1024
+    rope_theta: float = 10000.0
+
+    parallel_block: bool | None = None
+    norm_position: str | None = None
+    norm_type: str | None = None
+    norm_eps: float = 1e-8
+    norm_bias: bool = True
+    embedding_norm: str | None = None
+    final_norm: str | None = None
+
+    attn_skip_gain: float | None = None
+    mlp_skip_gain: float | None = None
+    beta_sa_init: float = 1.0
+    beta_ff_init: float | None = None
+    block_gains_trainable: bool | None = None
+
+    attention_type: str | None = None
+    shaped_alpha_init: float | None = None
+    shaped_beta_init: float | None = None
+    shaped_gamma_init: float | None = None
+    shaped_gains_per_head: bool = True
+    shaped_gains_trainable: bool = True
+    centre_attention: bool | None = None
+
+    value_mode: str | None = None
+    projection_mode: str | None = None
+    first_layer_value_mode: str | None = None
+    value_projection_init: str | None = None
+    reparam_init: str = "identity"
+    reparam_tie: str = "none"
+    reparam_alpha_init: float = 1.0
+    reparam_beta_init: float = 1.0
+    reparam_gains_trainable: bool = True
+    query_init_std: float | None = None
+
+    head_scale: str | None = None
+    attn_branch_norm: bool | None = None
+    mlp_act_norm: bool | None = None
+    residual_scale: bool | None = None
+
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    tie_word_embeddings: bool = True
+    initializer_range: float = 0.02
+    init_scheme: str = "normal"
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0
+    embedding_dropout: float = 0.0
+    classifier_dropout: float = 0.0
+    pad_vocab_size_multiple: int = 1
+    is_causal: bool | None = None
+    use_cache: bool = True
+    pad_token_id: int | None = None
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self._check_types()
+        if self.block_type not in BLOCK_TYPES:
+            raise ValueError(_choice_error("block_type", self.block_type, BLOCK_TYPES))
+        for name, value in BLOCK_PRESETS[self.block_type].items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        if self.final_norm is None:
+            self.final_norm = self.norm_type
+        if self.first_layer_value_mode is None:
+            self.first_layer_value_mode = self.value_mode
+        if self.query_init_std is None:
+            self.query_init_std = self.initializer_range
+        if self.intermediate_size is None:
+            self.intermediate_size = 4 * self.hidden_size
+        self._check_types()
+        self._check_values()
+
+    # -- validation: every bad value raises one ValueError naming the field ---------------------------------
+    def _check_types(self):
+        for f in dataclasses.fields(SimplifiedConfig):
+            if f.name in SimplifiedConfig.__annotations__ and not _type_ok(getattr(self, f.name), f.type):
+                value = getattr(self, f.name)
+                raise ValueError(
+                    f"SimplifiedConfig.{f.name} must be of type {_type_name(f.type)}, got {value!r} "
+                    f"({type(value).__name__})."
+                )
+
+    def _check_values(self):
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(_choice_error(name, getattr(self, name), allowed))
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                     "max_position_embeddings", "pad_vocab_size_multiple"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SimplifiedConfig.{name} must be a positive integer, got {getattr(self, name)}.")
+        for name in ("norm_eps", "initializer_range", "query_init_std", "rope_theta"):
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise ValueError(f"SimplifiedConfig.{name} must be a finite number >= 0, got {getattr(self, name)}.")
+        for name in ("attention_dropout", "hidden_dropout", "embedding_dropout", "classifier_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"SimplifiedConfig.{name} must be in [0, 1), got {getattr(self, name)}.")
+        for name in ("attn_skip_gain", "mlp_skip_gain", "beta_sa_init", "beta_ff_init", "shaped_alpha_init",
+                     "shaped_beta_init", "shaped_gamma_init", "reparam_alpha_init", "reparam_beta_init"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"SimplifiedConfig.{name} must be finite, got {getattr(self, name)}.")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"SimplifiedConfig.hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads}); allowed head counts divide the width."
+            )
+        if self.position_embedding_type == "rotary" and (self.hidden_size // self.num_attention_heads) % 2:
+            raise ValueError(
+                f"SimplifiedConfig.position_embedding_type='rotary' needs an even head dim, got "
+                f"hidden_size/num_attention_heads = {self.hidden_size // self.num_attention_heads}."
+            )
+        if self.position_embedding_type == "sinusoidal" and self.hidden_size % 2:
+            raise ValueError(
+                f"SimplifiedConfig.position_embedding_type='sinusoidal' needs an even hidden_size, got {self.hidden_size}."
+            )
+        if self.norm_position == "post" and self.norm_type == "none":
+            raise ValueError(
+                "SimplifiedConfig.norm_type='none' is incompatible with norm_position='post' (block_type "
+                f"{self.block_type!r}): a post-norm block needs norm_type in ('rmsnorm', 'layernorm')."
+            )
+        if self.norm_position == "post" and self.parallel_block:
+            raise ValueError("SimplifiedConfig.norm_position='post' is only defined for sequential blocks "
+                             "(parallel_block=False).")
+        if self.parallel_block and self.attn_skip_gain != 0:
+            raise ValueError(
+                f"SimplifiedConfig.attn_skip_gain must be 0 for parallel blocks, got {self.attn_skip_gain}: a parallel "
+                "block has one skip, whose gain αcomb is mlp_skip_gain."
+            )
+        if self.residual_scale and self.mlp_skip_gain != 1:
+            raise ValueError(
+                f"SimplifiedConfig.residual_scale=True (NormFormer ResScale λ) needs mlp_skip_gain=1, got "
+                f"{self.mlp_skip_gain}."
+            )
+        if self.head_scale == "after_proj" and self.projection_mode == "identity":
+            raise ValueError(
+                "SimplifiedConfig.head_scale='after_proj' needs a projection matrix: projection_mode must be "
+                f"'linear' or 'reparam', got {self.projection_mode!r}."
+            )
+        if self.reparam_tie != "none" and self.reparam_init == "identity":
+            raise ValueError(
+                f"SimplifiedConfig.reparam_tie={self.reparam_tie!r} ties random W_init: reparam_init must be "
+                "'orthogonal' or 'normal', got 'identity' (which is already tied)."
+            )
+        if self.reparam_tie != "none" and not (self.value_mode == self.projection_mode == "reparam"):
+            raise ValueError(
+                f"SimplifiedConfig.reparam_tie={self.reparam_tie!r} needs value_mode and projection_mode both "
+                f"'reparam', got {self.value_mode!r} and {self.projection_mode!r}."
+            )
+        if isinstance(self.eos_token_id, list) and not all(isinstance(t, int) for t in self.eos_token_id):
+            raise ValueError(f"SimplifiedConfig.eos_token_id must be an int or a list of ints, got {self.eos_token_id}.")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def padded_vocab_size(self) -> int:
+        m = self.pad_vocab_size_multiple
+        return (self.vocab_size + m - 1) // m * m
+
+
+def _type_name(annotation) -> str:
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return " | ".join(_type_name(a) for a in typing.get_args(annotation))
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _choice_error(name: str, value, allowed) -> str:
+    return f"SimplifiedConfig.{name}={value!r} is not valid; allowed values: {', '.join(map(repr, allowed))}."
+
+
+__all__ = ["SimplifiedConfig", "BLOCK_TYPES", "BLOCK_PRESETS"]

@@ -1,0 +1,853 @@
+"""Simplified transformer blocks (He & Hofmann, ICLR 2024), NormFormer and the Pre-LN family for transformers 5.x.
+
+One concept per module: gains, norms, positions, the value/projection matrices (identity, linear, or eq. 6
+reparameterisation), shaped attention (eq. 5) on top of transformers' attention interface, sequential (eq. 1) and
+parallel (eq. 12-13) blocks, and the heads. Shipped to the Hub as custom code: sibling imports only.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.generation import GenerationMixin
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPast,
+    CausalLMOutputWithPast,
+    MaskedLMOutput,
+    SequenceClassifierOutputWithPast,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
+from transformers.utils import can_return_tuple
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import capture_outputs
+
+from .configuration_simplified import GATED_ACTIVATIONS, SimplifiedConfig
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Gains and skips
+# ----------------------------------------------------------------------------------------------------------------
+class Gain(nn.Module):
+    """A gain `g·x` (βSA, βFF, NormFormer's ResScale λ): a scalar or a vector, trainable or fixed."""
+
+    def __init__(self, init_value: float, shape: tuple[int, ...] = (), trainable: bool = True):
+        super().__init__()
+        self.init_value = float(init_value)
+        self.weight = nn.Parameter(torch.full(shape, self.init_value), requires_grad=trainable)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * x
+
+    def extra_repr(self) -> str:
+        return f"shape={tuple(self.weight.shape)}, init={self.init_value}, trainable={self.weight.requires_grad}"
+
+
+class ConstantScale(nn.Module):
+    """A fixed, parameter-free scale (a skip gain α that is neither 0 nor 1)."""
+
+    def __init__(self, value: float):
+        super().__init__()
+        self.value = float(value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.value * x
+
+
+class NoSkip(nn.Module):
+    """A removed skip connection (α = 0): contributes nothing to the residual sum."""
+
+    def forward(self, x: torch.Tensor) -> int:
+        return 0
+
+
+def build_skip(gain: float) -> nn.Module:
+    """The fixed skip gain α of eq. 1: identity, removed, or a constant."""
+    if gain == 1:
+        return nn.Identity()
+    return NoSkip() if gain == 0 else ConstantScale(gain)
+
+
+def build_gain(init_value: float, trainable: bool) -> nn.Module:
+    """A residual-branch gain β: free when fixed at 1."""
+    if not trainable and init_value == 1:
+        return nn.Identity()
+    return Gain(init_value, trainable=trainable)
+
+
+def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:
+    """`rmsnorm`, `layernorm` or `none` (an `nn.Identity`)."""
+    if kind == "rmsnorm":
+        return nn.RMSNorm(dim, eps=config.norm_eps)
+    if kind == "layernorm":
+        return nn.LayerNorm(dim, eps=config.norm_eps, bias=config.norm_bias)
+    return nn.Identity()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Positions
+# ----------------------------------------------------------------------------------------------------------------
+class SinusoidalPositions(nn.Module):
+    """Fixed sinusoidal positions added at the embedding (Vaswani et al. 2017): no parameters, no buffers."""
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__()
+        self.dim = config.hidden_size
+
+    def forward(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor):
+        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, self.dim, 2, device=inputs_embeds.device).float() / self.dim))
+        angles = position_ids[..., None].float() * inv_freq
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+        return inputs_embeds + table.to(inputs_embeds.dtype), None
+
+
+class LearnedPositions(nn.Embedding):
+    """Learned absolute positions (GPT-2, BERT)."""
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__(config.max_position_embeddings, config.hidden_size)
+
+    def forward(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor):
+        return inputs_embeds + super().forward(position_ids), None
+
+
+class RotaryPositions(nn.Module):
+    """Rotary positions (Su et al.; Llama's `rotate_half` convention): nothing is added at the embedding,
+    the attention rotates queries and keys with the returned `(cos, sin)`."""
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__()
+        self.head_dim = config.head_dim
+        self.theta = config.rope_theta
+
+    def forward(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor):
+        exponent = torch.arange(0, self.head_dim, 2, device=inputs_embeds.device).float() / self.head_dim
+        freqs = position_ids[..., None].float() / (self.theta**exponent)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return inputs_embeds, (emb.cos().to(inputs_embeds.dtype), emb.sin().to(inputs_embeds.dtype))
+
+
+POSITIONS = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions, "rotary": RotaryPositions}
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(q: torch.Tensor, k: torch.Tensor, position_embeddings) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate `(B, H, T, D)` queries and keys; a no-op without rotary positions."""
+    if position_embeddings is None:
+        return q, k
+    cos, sin = (t.unsqueeze(1) for t in position_embeddings)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# MLP
+# ----------------------------------------------------------------------------------------------------------------
+class GatedActivation(nn.Module):
+    """GLU variants (SwiGLU, GeGLU): `act(gate) * up` on the two halves of the input projection."""
+
+    def __init__(self, act: nn.Module):
+        super().__init__()
+        self.act = act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = x.chunk(2, dim=-1)
+        return self.act(gate) * up
+
+
+def build_activation(config: SimplifiedConfig) -> nn.Module:
+    return {
+        "relu": lambda: nn.ReLU(),
+        "gelu": lambda: nn.GELU(),
+        "gelu_new": lambda: nn.GELU(approximate="tanh"),
+        "leaky_relu": lambda: nn.LeakyReLU(config.leaky_relu_slope),
+        "swiglu": lambda: GatedActivation(nn.SiLU()),
+        "geglu": lambda: GatedActivation(nn.GELU()),
+    }[config.hidden_act]()
+
+
+class SimplifiedMLP(nn.Module):
+    """`W_out · [Norm](act(W_in · x))`; the optional norm after the activation is NormFormer's FFN LN."""
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__()
+        width = config.intermediate_size
+        gates = 2 if config.hidden_act in GATED_ACTIVATIONS else 1
+        self.fc_in = nn.Linear(config.hidden_size, gates * width, bias=config.mlp_bias)
+        self.act = build_activation(config)
+        self.act_norm = build_norm(config.norm_type if config.mlp_act_norm else "none", width, config)
+        self.fc_out = nn.Linear(width, config.hidden_size, bias=config.mlp_bias)
+        self.fc_out.init_std = _output_init_std(config)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.fc_out(self.act_norm(self.act(self.fc_in(x)))))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Value and projection matrices
+# ----------------------------------------------------------------------------------------------------------------
+class ReparamLinear(nn.Module):
+    """Paper eq. 6: `W = αV·W_init + βV·ΔW`, with `W_init` fixed (identity, orthogonal or normal; a buffer that is
+    saved with the weights) and `ΔW` trainable and zero-initialised."""
+
+    def __init__(self, dim: int, config: SimplifiedConfig):
+        super().__init__()
+        self.init_kind = config.reparam_init
+        self.alpha_init, self.beta_init = config.reparam_alpha_init, config.reparam_beta_init
+        self.weight_init = nn.Buffer(torch.empty(dim, dim))
+        self.delta = nn.Parameter(torch.empty(dim, dim))
+        self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
+        self.beta = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.alpha * self.weight_init + self.beta * self.delta
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight)
+
+
+def build_matrix(mode: str, config: SimplifiedConfig, linear_init_std: float | None = None) -> nn.Module:
+    """W^V or W^P: `identity` (no parameters, no matmul), `linear`, or `reparam` (eq. 6)."""
+    d = config.hidden_size
+    if mode == "identity":
+        return nn.Identity()
+    if mode == "reparam":
+        return ReparamLinear(d, config)
+    linear = nn.Linear(d, d, bias=config.attention_bias)
+    linear.orthogonal_init = config.value_projection_init == "orthogonal"
+    if linear_init_std is not None:
+        linear.init_std = linear_init_std
+    return linear
+
+
+class FusedQKV(nn.Module):
+    """Trainable values: one `d → 3d` matmul for queries, keys and values."""
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__()
+        self.proj = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
+        self.value_orthogonal = config.value_projection_init == "orthogonal"
+
+    def forward(self, x: torch.Tensor):
+        return self.proj(x).chunk(3, dim=-1)
+
+
+class QKWithValue(nn.Module):
+    """Identity or reparameterised values: a `d → 2d` matmul for queries and keys, values from `value`."""
+
+    def __init__(self, config: SimplifiedConfig, value_mode: str):
+        super().__init__()
+        self.proj = nn.Linear(config.hidden_size, 2 * config.hidden_size, bias=config.attention_bias)
+        self.value = build_matrix(value_mode, config)
+
+    def forward(self, x: torch.Tensor):
+        q, k = self.proj(x).chunk(2, dim=-1)
+        return q, k, self.value(x)
+
+
+class HeadScale(nn.Module):
+    """NormFormer's head-wise scaling γ_h (init 1) of a `(B, T, H, D)` tensor."""
+
+    def __init__(self, num_heads: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(num_heads))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.weight[:, None]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Shaped attention
+# ----------------------------------------------------------------------------------------------------------------
+def uniform_attention(values: torch.Tensor, key_mask: torch.Tensor | None, query_start: int, causal: bool):
+    """`C·X` of eq. 5 without a T×T matrix: the attention that the mask gives with all-zero logits.
+
+    values: `(B, H, Tk, D)`; key_mask: `(B, Tk')` with 1 for real tokens (`None`: all real; shorter than Tk is padded
+    with 0, as for a static cache). Causal: query `query_start + i` averages the real keys up to itself (a running
+    mean); bidirectional: every query averages all real keys. Returns `(B, H, Tq, D)`, zero where no key is allowed.
+    """
+    q_len = values.shape[2] - query_start if causal else values.shape[2]
+    dtype = values.dtype
+    values = values.float()
+    if key_mask is None:
+        counts = torch.ones(values.shape[2], device=values.device).expand(values.shape[0], -1)
+    else:
+        counts = F.pad(key_mask.float(), (0, values.shape[2] - key_mask.shape[-1]))[:, -values.shape[2]:]
+        values = torch.where(counts[:, None, :, None] > 0, values, 0.0)
+    if causal:
+        sums = values.cumsum(2)[:, :, query_start : query_start + q_len]
+        counts = counts.cumsum(-1)[:, query_start : query_start + q_len]
+    else:
+        sums = values.sum(2, keepdim=True)
+        counts = counts.sum(-1, keepdim=True)
+    return (sums / counts.clamp(min=1)[:, None, :, None]).to(dtype)
+
+
+def uniform_attention_matrix(key_mask, batch: int, q_len: int, k_len: int, query_start: int, causal: bool, device):
+    """The matrix `C` itself, `(B, 1, Tq, Tk)`: only for eager attention that returns its weights."""
+    allowed = torch.ones(batch, 1, q_len, k_len, dtype=torch.bool, device=device)
+    if causal:
+        rows = torch.arange(q_len, device=device)[:, None] + query_start
+        allowed = allowed & (torch.arange(k_len, device=device)[None, :] <= rows)
+    if key_mask is not None:
+        key_mask = F.pad(key_mask.bool(), (0, k_len - key_mask.shape[-1]))[:, -k_len:]
+        allowed = allowed & key_mask[:, None, None, :]
+    allowed = allowed.float()
+    return allowed / allowed.sum(-1, keepdim=True).clamp(min=1)
+
+
+class SoftmaxMixing(nn.Module):
+    """Plain attention: the output of the attention interface as is."""
+
+    def forward(self, attn_output, attn_weights, values, current_values, key_mask, query_start, causal):
+        return attn_output, attn_weights
+
+
+class ShapedMixing(nn.Module):
+    """Shaped attention (eq. 5): `α·X + β·A(X)·X − γ·C·X` per head, where `A(X)·X` is the fused attention kernel's
+    output with values X. With W^Q = 0 and β = γ it is exactly the identity. Without centring (`γ` absent) it is
+    Value-SkipInit's `α·I + β·A` (eq. 4)."""
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__()
+        shape = (config.num_attention_heads,) if config.shaped_gains_per_head else (1,)
+        trainable = config.shaped_gains_trainable
+        self.alpha = Gain(config.shaped_alpha_init, shape, trainable)
+        self.beta = Gain(config.shaped_beta_init, shape, trainable)
+        self.gamma = Gain(config.shaped_gamma_init, shape, trainable) if config.centre_attention else None
+
+    def _head_gain(self, gain: Gain) -> torch.Tensor:
+        return gain.weight[:, None]  # broadcasts over (B, T, H, D)
+
+    def forward(self, attn_output, attn_weights, values, current_values, key_mask, query_start, causal):
+        out = self._head_gain(self.alpha) * current_values.transpose(1, 2) + self._head_gain(self.beta) * attn_output
+        if self.gamma is not None:
+            centre = uniform_attention(values, key_mask, query_start, causal)
+            out = out - self._head_gain(self.gamma) * centre.transpose(1, 2)
+        if attn_weights is not None:  # eager attention: report the matrix actually applied
+            attn_weights = self.effective_weights(attn_weights, key_mask, query_start, causal)
+        return out, attn_weights
+
+    def effective_weights(self, attn_weights, key_mask, query_start, causal):
+        """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix."""
+        b, _, q_len, k_len = attn_weights.shape
+        eye = torch.zeros(q_len, k_len, device=attn_weights.device, dtype=attn_weights.dtype)
+        eye[torch.arange(q_len), torch.arange(q_len) + k_len - q_len] = 1.0
+        gain = lambda g: g.weight.to(attn_weights.dtype)[None, :, None, None]  # noqa: E731
+        weights = gain(self.alpha) * eye + gain(self.beta) * attn_weights
+        if self.gamma is not None:
+            c = uniform_attention_matrix(key_mask, b, q_len, k_len, query_start, causal, attn_weights.device)
+            weights = weights - gain(self.gamma) * c.to(attn_weights.dtype)
+        return weights
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """Reference attention that materialises the weights (`attn_implementation="eager"`)."""
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            attention_mask = torch.zeros_like(attention_mask, dtype=query.dtype).masked_fill(
+                ~attention_mask, torch.finfo(query.dtype).min
+            )
+        attn_weights = attn_weights + attention_mask
+    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)
+    return torch.matmul(attn_weights, value).transpose(1, 2).contiguous(), attn_weights
+
+
+class SimplifiedAttention(nn.Module):
+    """Multi-head attention with optional identity values/projections (paper §4.2) and shaped attention (eq. 5).
+
+    Queries, keys and values come from one fused matmul (or two when values are the identity); the mixing
+    `(α I + β A − γ C) X` uses one attention-interface call for all heads and a running mean for `C X`.
+    """
+
+    def __init__(self, config: SimplifiedConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.scaling = self.head_dim**-0.5
+        self.is_causal = config.is_causal is not False
+        self.attention_dropout = config.attention_dropout
+        value_mode = config.first_layer_value_mode if layer_idx == 0 else config.value_mode
+        self.qkv = FusedQKV(config) if value_mode == "linear" else QKWithValue(config, value_mode)
+        self.mixing = ShapedMixing(config) if config.attention_type == "shaped" else SoftmaxMixing()
+        self.head_scale = HeadScale(self.num_heads) if config.head_scale != "none" else nn.Identity()
+        self.o_proj = build_matrix(config.projection_mode, config, _output_init_std(config))
+        self.scale_before_proj = config.head_scale == "before_proj"
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        past_key_values: Cache | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        batch, q_len, _ = hidden_states.shape
+        heads = lambda t: t.view(batch, q_len, self.num_heads, self.head_dim).transpose(1, 2)  # noqa: E731
+        query, key, value = (heads(t) for t in self.qkv(hidden_states))
+        query, key = apply_rotary(query, key, position_embeddings)
+        past_length = past_key_values.get_seq_length(self.layer_idx) if past_key_values is not None else 0
+        current_value = value
+        if past_key_values is not None:
+            key, value = past_key_values.update(key, value, self.layer_idx)
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.attention_dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        attn_output, attn_weights = self.mixing(
+            attn_output, attn_weights, value, current_value, key_padding_mask, past_length, self.is_causal
+        )
+        attn_output = self._project(attn_output)
+        return self.dropout(attn_output), attn_weights
+
+    def _project(self, attn_output: torch.Tensor) -> torch.Tensor:
+        """W^O with NormFormer's head scale before it (the paper) or after it (fairseq)."""
+        batch, q_len = attn_output.shape[:2]
+        if self.scale_before_proj:
+            attn_output = self.head_scale(attn_output)
+        out = self.o_proj(attn_output.reshape(batch, q_len, -1))
+        if self.scale_before_proj:
+            return out
+        return self.head_scale(out.view(batch, q_len, self.num_heads, -1)).view(batch, q_len, -1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Blocks
+# ----------------------------------------------------------------------------------------------------------------
+class SimplifiedBlock(GradientCheckpointingLayer):
+    """Sequential block (eq. 1): `X̂ = αSA·X + βSA·MHA(Norm1(X))`, `Y = αFF·X̂ + βFF·MLP(Norm2(X̂))`.
+
+    Pre-LN norms the branch inputs; Post-LN norms after each add; NormFormer adds a norm on the attention output
+    and ResScale λ on the MLP skip. Every absent part is an `nn.Identity`.
+    """
+
+    def __init__(self, config: SimplifiedConfig, layer_idx: int):
+        super().__init__()
+        d, pre, kind = config.hidden_size, config.norm_position == "pre", config.norm_type
+        self.attn_norm = build_norm(kind if pre else "none", d, config)
+        self.attn = SimplifiedAttention(config, layer_idx)
+        self.attn_out_norm = build_norm(kind if config.attn_branch_norm else "none", d, config)
+        self.attn_skip = build_skip(config.attn_skip_gain)
+        self.attn_gain = build_gain(config.beta_sa_init, config.block_gains_trainable)
+        self.post_attn_norm = build_norm("none" if pre else kind, d, config)
+        self.mlp_norm = build_norm(kind if pre else "none", d, config)
+        self.mlp = SimplifiedMLP(config)
+        self.mlp_skip = Gain(1.0, (d,)) if config.residual_scale else build_skip(config.mlp_skip_gain)
+        self.mlp_gain = build_gain(config.beta_ff_init, config.block_gains_trainable)
+        self.post_mlp_norm = build_norm("none" if pre else kind, d, config)
+
+    def forward(self, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
+        attn, _ = self.attn(self.attn_norm(hidden_states), **kwargs)
+        hidden_states = self.post_attn_norm(self.attn_skip(hidden_states) + self.attn_gain(self.attn_out_norm(attn)))
+        mlp = self.mlp(self.mlp_norm(hidden_states))
+        return self.post_mlp_norm(self.mlp_skip(hidden_states) + self.mlp_gain(mlp))
+
+
+class SimplifiedParallelBlock(GradientCheckpointingLayer):
+    """Parallel block (eq. 12-13, GPT-J / SAS-P): `Y = αcomb·X + βSA·MHA(Norm(X)) + βFF·MLP(Norm(X))`."""
+
+    def __init__(self, config: SimplifiedConfig, layer_idx: int):
+        super().__init__()
+        d = config.hidden_size
+        self.norm = build_norm(config.norm_type, d, config)
+        self.attn = SimplifiedAttention(config, layer_idx)
+        self.attn_out_norm = build_norm(config.norm_type if config.attn_branch_norm else "none", d, config)
+        self.attn_gain = build_gain(config.beta_sa_init, config.block_gains_trainable)
+        self.mlp = SimplifiedMLP(config)
+        self.mlp_gain = build_gain(config.beta_ff_init, config.block_gains_trainable)
+        self.skip = Gain(1.0, (d,)) if config.residual_scale else build_skip(config.mlp_skip_gain)
+
+    def forward(self, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
+        normed = self.norm(hidden_states)
+        attn, _ = self.attn(normed, **kwargs)
+        return self.skip(hidden_states) + self.attn_gain(self.attn_out_norm(attn)) + self.mlp_gain(self.mlp(normed))
+
+
+def _output_init_std(config: SimplifiedConfig) -> float:
+    """Init std of the residual branches' output matrices (W^O, MLP out): GPT-2 scales them by 1/sqrt(2L)."""
+    if config.init_scheme == "gpt2":
+        return config.initializer_range / math.sqrt(2 * config.num_hidden_layers)
+    return config.initializer_range
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Models
+# ----------------------------------------------------------------------------------------------------------------
+class SimplifiedPreTrainedModel(PreTrainedModel):
+    config_class = SimplifiedConfig
+    config: SimplifiedConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["SimplifiedBlock", "SimplifiedParallelBlock"]
+    _skip_keys_device_placement = ["past_key_values"]
+    _supports_flash_attn = True
+    _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = False
+    _can_record_outputs = {
+        "hidden_states": [SimplifiedBlock, SimplifiedParallelBlock],
+        "attentions": SimplifiedAttention,
+    }
+    #: causality when `config.is_causal` is None
+    default_is_causal = True
+
+    def __init__(self, config: SimplifiedConfig, *inputs, **kwargs):
+        if config.is_causal is None:
+            config.is_causal = self.default_is_causal
+        super().__init__(config, *inputs, **kwargs)
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module):
+        """Paper App. D: std `initializer_range` everywhere (embeddings included), W^Q = 0 for the simplified blocks,
+        identity / orthogonal / zero where eq. 6 says, gains at their config values."""
+        config, std = self.config, self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            if getattr(module, "orthogonal_init", False):
+                init.orthogonal_(module.weight)
+            else:
+                init.normal_(module.weight, mean=0.0, std=getattr(module, "init_std", std))
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
+            if module.weight is not None:
+                init.ones_(module.weight)
+            if getattr(module, "bias", None) is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, Gain):
+            init.constant_(module.weight, module.init_value)
+        elif isinstance(module, HeadScale):
+            init.ones_(module.weight)
+        elif isinstance(module, ReparamLinear):
+            _init_reparam(module, std)
+        elif isinstance(module, (FusedQKV, QKWithValue)):
+            _init_query_and_value(module, config)
+        elif isinstance(module, SimplifiedModel):
+            _tie_reparam_inits(module, config)
+
+
+def _unset(t: torch.Tensor) -> bool:
+    return not getattr(t, "_is_hf_initialized", False)
+
+
+def _init_reparam(module: ReparamLinear, std: float):
+    if _unset(module.weight_init):
+        if module.init_kind == "identity":
+            init.eye_(module.weight_init)
+        elif module.init_kind == "orthogonal":
+            init.orthogonal_(module.weight_init)
+        else:
+            init.normal_(module.weight_init, std=std)
+    init.zeros_(module.delta)
+    init.constant_(module.alpha, module.alpha_init)
+    init.constant_(module.beta, module.beta_init)
+
+
+def _init_query_and_value(module: nn.Module, config: SimplifiedConfig):
+    """Rows `[0, d)` of the fused projection are W^Q: init std `query_init_std` (0 for the simplified blocks).
+    The fused value rows `[2d, 3d)` are orthogonal for Value-SkipInit. Slices lose the loaded flag: check it here."""
+    weight, d = module.proj.weight, config.hidden_size
+    if not _unset(weight):
+        return
+    if config.query_init_std == 0:
+        weight[:d].zero_()
+    else:
+        weight[:d].normal_(0.0, config.query_init_std)
+    if getattr(module, "value_orthogonal", False):
+        torch.nn.init.orthogonal_(weight[2 * d :])
+
+
+def _tie_reparam_inits(model: "SimplifiedModel", config: SimplifiedConfig):
+    """Tie the fixed W_init of eq. 6 across the network (paper Fig. 14 ablations): `all_blocks` makes each block's
+    W^P_init = (W^V_init)^T; `last_block` makes the product over all blocks the identity."""
+    if config.reparam_tie == "none":
+        return
+    values = [layer.attn.qkv.value.weight_init for layer in model.layers]
+    projections = [layer.attn.o_proj.weight_init for layer in model.layers]
+    if not all(_unset(t) for t in values + projections):
+        return
+    if config.reparam_tie == "all_blocks":
+        for v, p in zip(values, projections):
+            p.copy_(v.T)
+        return
+    product = torch.eye(config.hidden_size, device=values[0].device, dtype=values[0].dtype)
+    for i, (v, p) in enumerate(zip(values, projections)):
+        product = product @ v.T
+        if i < len(values) - 1:
+            product = product @ p.T
+    projections[-1].copy_(product)
+
+
+class SimplifiedModel(SimplifiedPreTrainedModel):
+    """Embedding (+ positions, + optional norm), the blocks, and the final norm."""
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.padded_vocab_size, config.hidden_size, config.pad_token_id)
+        self.embed_positions = POSITIONS[config.position_embedding_type](config)
+        self.embed_norm = build_norm(config.embedding_norm, config.hidden_size, config)
+        self.embed_dropout = nn.Dropout(config.embedding_dropout)
+        block = SimplifiedParallelBlock if config.parallel_block else SimplifiedBlock
+        self.layers = nn.ModuleList(block(config, i) for i in range(config.num_hidden_layers))
+        self.norm = build_norm(config.final_norm, config.hidden_size, config)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding):
+        self.embed_tokens = value
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPast:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("SimplifiedModel.forward: pass exactly one of input_ids or inputs_embeds.")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        causal = self.config.is_causal
+        if use_cache and causal and past_key_values is None:
+            past_key_values = DynamicCache(config=self.config)
+        if not causal:
+            past_key_values = None
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        seq_len = inputs_embeds.shape[1]
+        if self.config.position_embedding_type == "learned" and past_length + seq_len > self.config.max_position_embeddings:
+            raise ValueError(
+                f"Sequence length {past_length + seq_len} exceeds max_position_embeddings="
+                f"{self.config.max_position_embeddings} of this model's learned positions."
+            )
+        if position_ids is None:
+            position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
+
+        mask_fn = create_causal_mask if causal else create_bidirectional_mask
+        mask_kwargs = dict(past_key_values=past_key_values, position_ids=position_ids) if causal else {}
+        mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)
+        key_padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
+
+        hidden_states, position_embeddings = self.embed_positions(inputs_embeds, position_ids)
+        hidden_states = self.embed_dropout(self.embed_norm(hidden_states))
+        for layer in self.layers:
+            hidden_states = layer(
+                hidden_states,
+                attention_mask=mask,
+                position_embeddings=position_embeddings,
+                past_key_values=past_key_values,
+                key_padding_mask=key_padding_mask,
+                **kwargs,
+            )
+        return BaseModelOutputWithPast(last_hidden_state=self.norm(hidden_states), past_key_values=past_key_values)
+
+
+class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__(config)
+        self.model = SimplifiedModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.padded_vocab_size, bias=False)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear):
+        self.lm_head = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state
+        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.lm_head(hidden_states[:, keep, :])[..., : self.config.vocab_size]
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+class SimplifiedMLMHead(nn.Module):
+    """BERT's masked-LM head: dense → GELU → norm, then the (tied) decoder with its bias."""
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = nn.GELU()
+        self.norm = build_norm("layernorm" if config.norm_type == "none" else config.norm_type, config.hidden_size, config)
+        self.decoder = nn.Linear(config.hidden_size, config.padded_vocab_size, bias=True)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.norm(self.act(self.dense(hidden_states))))
+
+
+class SimplifiedForMaskedLM(SimplifiedPreTrainedModel):
+    _tied_weights_keys = {"mlm_head.decoder.weight": "model.embed_tokens.weight"}
+    default_is_causal = False
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__(config)
+        self.model = SimplifiedModel(config)
+        self.mlm_head = SimplifiedMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.mlm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear):
+        self.mlm_head.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput:
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            use_cache=False,
+            **kwargs,
+        )
+        logits = self.mlm_head(outputs.last_hidden_state)[..., : self.config.vocab_size]
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+class SimplifiedForSequenceClassification(SimplifiedPreTrainedModel):
+    """A linear classifier on one token: the first (`[CLS]`) for encoders, the last real token for decoders."""
+
+    default_is_causal = False
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = SimplifiedModel(config)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.score = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutputWithPast:
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            use_cache=False,
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state
+        rows = torch.arange(hidden_states.shape[0], device=hidden_states.device)
+        pooled = hidden_states[rows, self._pooled_index(hidden_states, attention_mask)]
+        logits = self.score(self.dropout(pooled))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config, **kwargs)
+        return SequenceClassifierOutputWithPast(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+    def _pooled_index(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """Encoders pool the first real token, decoders the last real one (left or right padding)."""
+        batch, seq_len = hidden_states.shape[:2]
+        if attention_mask is None:
+            attention_mask = torch.ones(batch, seq_len, device=hidden_states.device)
+        positions = torch.arange(seq_len, device=hidden_states.device)
+        real = attention_mask.to(hidden_states.device).bool()
+        if self.config.is_causal:
+            return torch.where(real, positions, -1).amax(-1).clamp(min=0)
+        return torch.where(real, positions, seq_len).amin(-1).clamp(max=seq_len - 1)
+
+
+SimplifiedConfig.register_for_auto_class()
+SimplifiedModel.register_for_auto_class("AutoModel")
+SimplifiedForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+SimplifiedForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
+SimplifiedForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+
+__all__ = [
+    "SimplifiedPreTrainedModel",
+    "SimplifiedModel",
+    "SimplifiedForCausalLM",
+    "SimplifiedForMaskedLM",
+    "SimplifiedForSequenceClassification",
+]

@@ -235,8 +235,8 @@ class FusedQKV(nn.Module):
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__()
-        self.proj = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
-        self.value_orthogonal = config.value_projection_init == "orthogonal"
+        self.proj = _query_key_projection(config, 3)
+        self.proj.value_orthogonal = config.value_projection_init == "orthogonal"
 
     def forward(self, x: torch.Tensor):
         return self.proj(x).chunk(3, dim=-1)
@@ -247,12 +247,19 @@ class QKWithValue(nn.Module):
 
     def __init__(self, config: SimplifiedConfig, value_mode: str):
         super().__init__()
-        self.proj = nn.Linear(config.hidden_size, 2 * config.hidden_size, bias=config.attention_bias)
+        self.proj = _query_key_projection(config, 2)
         self.value = build_matrix(value_mode, config)
 
     def forward(self, x: torch.Tensor):
         q, k = self.proj(x).chunk(2, dim=-1)
         return q, k, self.value(x)
+
+
+def _query_key_projection(config: SimplifiedConfig, parts: int) -> nn.Linear:
+    """The fused projection whose first `d` rows are W^Q, initialised with `query_init_std` (see `_init_weights`)."""
+    proj = nn.Linear(config.hidden_size, parts * config.hidden_size, bias=config.attention_bias)
+    proj.query_init_std = config.query_init_std
+    return proj
 
 
 class HeadScale(nn.Module):
@@ -529,12 +536,7 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
         identity / orthogonal / zero where eq. 6 says, gains at their config values."""
         config, std = self.config, self.config.initializer_range
         if isinstance(module, nn.Linear):
-            if getattr(module, "orthogonal_init", False):
-                init.orthogonal_(module.weight)
-            else:
-                init.normal_(module.weight, mean=0.0, std=getattr(module, "init_std", std))
-            if module.bias is not None:
-                init.zeros_(module.bias)
+            _init_linear(module, std)
         elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=std)
         elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
@@ -548,10 +550,12 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
             init.ones_(module.weight)
         elif isinstance(module, ReparamLinear):
             _init_reparam(module, std)
-        elif isinstance(module, (FusedQKV, QKWithValue)):
-            _init_query_and_value(module, config)
-        elif isinstance(module, SimplifiedModel):
-            _tie_reparam_inits(module, config)
+
+    def initialize_weights(self):
+        """Per-module init (`_init_weights`), then the cross-layer ties of eq. 6's W_init, which no single module
+        can do (and transformers skips parameter-free modules in custom code)."""
+        super().initialize_weights()
+        _tie_reparam_inits(self.base_model, self.config)
 
 
 def _unset(t: torch.Tensor) -> bool:
@@ -571,21 +575,27 @@ def _init_reparam(module: ReparamLinear, std: float):
     init.constant_(module.beta, module.beta_init)
 
 
-def _init_query_and_value(module: nn.Module, config: SimplifiedConfig):
-    """Rows `[0, d)` of the fused projection are W^Q: init std `query_init_std` (0 for the simplified blocks).
-    The fused value rows `[2d, 3d)` are orthogonal for Value-SkipInit. Slices lose the loaded flag: check it here."""
-    weight, d = module.proj.weight, config.hidden_size
-    if not _unset(weight):
-        return
-    if config.query_init_std == 0:
-        weight[:d].zero_()
+def _init_linear(module: nn.Linear, std: float):
+    """Normal (std `init_std` if the module sets one) or orthogonal weights, zero bias. A fused query-key(-value)
+    projection then re-draws its first `d` rows (W^Q) with `query_init_std` (0 for the simplified blocks) and, for
+    Value-SkipInit, makes its value rows orthogonal. Slices lose the loaded flag, so it is checked here."""
+    fresh = _unset(module.weight)
+    if getattr(module, "orthogonal_init", False):
+        init.orthogonal_(module.weight)
     else:
-        weight[:d].normal_(0.0, config.query_init_std)
+        init.normal_(module.weight, mean=0.0, std=getattr(module, "init_std", std))
+    if module.bias is not None:
+        init.zeros_(module.bias)
+    query_std = getattr(module, "query_init_std", None)
+    if query_std is None or not fresh:
+        return
+    d = module.in_features
+    module.weight[:d].normal_(0.0, query_std)
     if getattr(module, "value_orthogonal", False):
-        torch.nn.init.orthogonal_(weight[2 * d :])
+        torch.nn.init.orthogonal_(module.weight[2 * d :])
 
 
-def _tie_reparam_inits(model: "SimplifiedModel", config: SimplifiedConfig):
+def _tie_reparam_inits(model: nn.Module, config: SimplifiedConfig):
     """Tie the fixed W_init of eq. 6 across the network (paper Fig. 14 ablations): `all_blocks` makes each block's
     W^P_init = (W^V_init)^T; `last_block` makes the product over all blocks the identity."""
     if config.reparam_tie == "none":

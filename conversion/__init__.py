@@ -1,0 +1,1 @@
+"""Checkpoint converters (authors' checkpoints, GPT-2, Llama, BERT) and their CLI."""

@@ -1,0 +1,81 @@
+"""Shared fixtures. Every test runs with HF_HOME in a temporary directory, offline."""
+
+import os
+import tempfile
+
+_HF_HOME = tempfile.mkdtemp(prefix="simplified-hf-home-")
+os.environ["HF_HOME"] = _HF_HOME
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from modeling_simplified import BLOCK_TYPES, SimplifiedConfig  # noqa: E402
+
+TINY = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            max_position_embeddings=64)
+
+
+def tiny_config(block_type: str = "pre_ln", **overrides) -> SimplifiedConfig:
+    """A tiny config of the given block type (fields override TINY)."""
+    return SimplifiedConfig(block_type=block_type, **{**TINY, **overrides})
+
+
+def perturb_(model: torch.nn.Module, scale: float = 0.05, seed: int = 0) -> torch.nn.Module:
+    """Move every parameter away from its (often degenerate: W^Q = 0, identity attention) initial value."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * scale)
+    return model
+
+
+@pytest.fixture(params=BLOCK_TYPES)
+def block_type(request) -> str:
+    return request.param
+
+
+def _stdlib_text(max_chars: int = 200_000) -> str:
+    import inspect
+    import json
+
+    return (inspect.getsource(json) + inspect.getsource(tempfile))[:max_chars]
+
+
+@pytest.fixture(scope="session")
+def bpe_tokenizer():
+    """A small byte-level BPE tokenizer trained locally (offline) on stdlib source; eos doubles as pad."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=TINY["vocab_size"] + 200, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([_stdlib_text()], trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+                                   bos_token="<|endoftext|>")
+
+
+@pytest.fixture(scope="session")
+def wordpiece_tokenizer():
+    """A small WordPiece tokenizer with BERT's special tokens, trained locally on stdlib text."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator([_stdlib_text()], trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]")

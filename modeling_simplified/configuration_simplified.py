@@ -112,6 +112,9 @@ def _type_ok(value, annotation) -> bool:
         return any(_type_ok(value, arg) for arg in typing.get_args(annotation))
     if annotation is type(None):
         return value is None
+    if typing.get_origin(annotation) is list:
+        (item,) = typing.get_args(annotation)
+        return isinstance(value, list) and all(_type_ok(v, item) for v in value)
     if annotation is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if annotation is int:
@@ -271,14 +274,22 @@ class SimplifiedConfig(PreTrainedConfig):
                      "max_position_embeddings", "pad_vocab_size_multiple"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SimplifiedConfig.{name} must be a positive integer, got {getattr(self, name)}.")
-        for name in ("norm_eps", "initializer_range", "query_init_std", "rope_theta"):
+        for name in ("norm_eps", "initializer_range", "query_init_std"):
             if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
                 raise ValueError(f"SimplifiedConfig.{name} must be a finite number >= 0, got {getattr(self, name)}.")
+        if not math.isfinite(self.rope_theta) or self.rope_theta <= 0:
+            raise ValueError(f"SimplifiedConfig.rope_theta must be a finite number > 0, got {self.rope_theta}.")
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"SimplifiedConfig.pad_token_id must be in [0, vocab_size={self.vocab_size}) or None, "
+                f"got {self.pad_token_id}."
+            )
         for name in ("attention_dropout", "hidden_dropout", "embedding_dropout", "classifier_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"SimplifiedConfig.{name} must be in [0, 1), got {getattr(self, name)}.")
         for name in ("attn_skip_gain", "mlp_skip_gain", "beta_sa_init", "beta_ff_init", "shaped_alpha_init",
-                     "shaped_beta_init", "shaped_gamma_init", "reparam_alpha_init", "reparam_beta_init"):
+                     "shaped_beta_init", "shaped_gamma_init", "reparam_alpha_init", "reparam_beta_init",
+                     "leaky_relu_slope"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"SimplifiedConfig.{name} must be finite, got {getattr(self, name)}.")
         if self.hidden_size % self.num_attention_heads:
@@ -300,6 +311,12 @@ class SimplifiedConfig(PreTrainedConfig):
                 "SimplifiedConfig.norm_type='none' is incompatible with norm_position='post' (block_type "
                 f"{self.block_type!r}): a post-norm block needs norm_type in ('rmsnorm', 'layernorm')."
             )
+        for name in ("attn_branch_norm", "mlp_act_norm"):
+            if getattr(self, name) and self.norm_type == "none":
+                raise ValueError(
+                    f"SimplifiedConfig.{name}=True needs a norm: norm_type must be 'rmsnorm' or 'layernorm', "
+                    "got 'none'."
+                )
         if self.norm_position == "post" and self.parallel_block:
             raise ValueError("SimplifiedConfig.norm_position='post' is only defined for sequential blocks "
                              "(parallel_block=False).")

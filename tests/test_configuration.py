@@ -1,0 +1,199 @@
+"""SimplifiedConfig: block-type presets, explicit overrides, serialisation, and validation of bad input."""
+
+import json
+import os
+
+import pytest
+from conftest import tiny_config
+
+from modeling_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig
+from modeling_simplified.configuration_simplified import ACTIVATIONS
+
+
+# (kwargs, field the message must name). Every row must raise exactly ValueError.
+BAD_CONFIGS = [
+    (dict(block_type="sasp"), "block_type"),
+    (dict(block_type=None), "block_type"),
+    (dict(block_type=3), "block_type"),
+    (dict(hidden_size=30, num_attention_heads=4), "hidden_size"),
+    (dict(block_type="sas", hidden_size=36, num_attention_heads=8), "num_attention_heads"),
+    (dict(block_type="post_ln", norm_type="none"), "norm_type"),
+    (dict(block_type="post_ln", parallel_block=True), "norm_position"),
+    (dict(hidden_size="768"), "hidden_size"),
+    (dict(num_hidden_layers=2.5), "num_hidden_layers"),
+    (dict(tie_word_embeddings="yes"), "tie_word_embeddings"),
+    (dict(shaped_gains_per_head=1), "shaped_gains_per_head"),
+    (dict(eos_token_id="</s>"), "eos_token_id"),
+    (dict(eos_token_id=[1, "a"]), "eos_token_id"),
+    (dict(vocab_size=-1), "vocab_size"),
+    (dict(hidden_size=0), "hidden_size"),
+    (dict(num_attention_heads=0), "num_attention_heads"),
+    (dict(num_hidden_layers=-2), "num_hidden_layers"),
+    (dict(intermediate_size=-5), "intermediate_size"),
+    (dict(max_position_embeddings=0), "max_position_embeddings"),
+    (dict(pad_vocab_size_multiple=0), "pad_vocab_size_multiple"),
+    (dict(hidden_act="swish"), "hidden_act"),
+    (dict(norm_type="batchnorm"), "norm_type"),
+    (dict(embedding_norm="ln"), "embedding_norm"),
+    (dict(final_norm=1), "final_norm"),
+    (dict(norm_position="sandwich"), "norm_position"),
+    (dict(position_embedding_type="alibi"), "position_embedding_type"),
+    (dict(attention_type="linear"), "attention_type"),
+    (dict(value_mode="none"), "value_mode"),
+    (dict(first_layer_value_mode="foo"), "first_layer_value_mode"),
+    (dict(value_projection_init="identity"), "value_projection_init"),
+    (dict(init_scheme="xavier"), "init_scheme"),
+    (dict(head_scale="yes"), "head_scale"),
+    (dict(reparam_init="eye"), "reparam_init"),
+    (dict(reparam_tie="all_blocks"), "reparam_tie"),  # identity W_init needs no tie
+    (dict(value_mode="reparam", projection_mode="reparam", reparam_tie="last_block"), "reparam_init"),
+    (dict(reparam_init="orthogonal", reparam_tie="all_blocks"), "reparam_tie"),  # values/projections are linear
+    (dict(block_type="sas", reparam_init="orthogonal", reparam_tie="last_block"), "reparam_tie"),
+    (dict(attention_dropout=1.0), "attention_dropout"),
+    (dict(hidden_dropout=-0.1), "hidden_dropout"),
+    (dict(classifier_dropout=2.0), "classifier_dropout"),
+    (dict(embedding_dropout=float("nan")), "embedding_dropout"),
+    (dict(norm_eps=-1.0), "norm_eps"),
+    (dict(norm_eps=float("nan")), "norm_eps"),
+    (dict(initializer_range=-0.02), "initializer_range"),
+    (dict(query_init_std=-1.0), "query_init_std"),
+    (dict(rope_theta=0.0), "rope_theta"),
+    (dict(beta_ff_init=float("inf")), "beta_ff_init"),
+    (dict(leaky_relu_slope=float("nan")), "leaky_relu_slope"),
+    (dict(block_type="sas", head_scale="after_proj"), "head_scale"),
+    (dict(block_type="sas_p", attn_skip_gain=1.0), "attn_skip_gain"),
+    (dict(block_type="sas_p", residual_scale=True), "residual_scale"),
+    (dict(block_type="normformer", norm_type="none"), "attn_branch_norm"),
+    (dict(block_type="pre_ln", mlp_act_norm=True, norm_type="none"), "mlp_act_norm"),
+    (dict(position_embedding_type="rotary", hidden_size=36, num_attention_heads=4), "position_embedding_type"),
+    (dict(hidden_size=33, num_attention_heads=3), "position_embedding_type"),  # sinusoidal needs an even width
+    (dict(vocab_size=100, pad_token_id=100), "pad_token_id"),
+    (dict(pad_token_id=-3), "pad_token_id"),
+    (dict(use_cache="no"), "use_cache"),
+    (dict(is_causal="yes"), "is_causal"),
+    (dict(bos_token_id=True), "bos_token_id"),
+]
+
+
+@pytest.mark.parametrize("kwargs,field", BAD_CONFIGS, ids=[f"{f}-{i}" for i, (_, f) in enumerate(BAD_CONFIGS)])
+def test_bad_config_raises_value_error_naming_field(kwargs, field):
+    with pytest.raises(Exception) as info:
+        SimplifiedConfig(**kwargs)
+    assert type(info.value) is ValueError, f"{type(info.value).__name__}: {info.value}"
+    assert field in str(info.value)
+
+
+def test_bad_choice_lists_allowed_values():
+    with pytest.raises(ValueError) as info:
+        SimplifiedConfig(block_type="sasp")
+    message = str(info.value)
+    assert "'sasp'" in message
+    assert all(f"'{name}'" in message for name in BLOCK_TYPES)
+    with pytest.raises(ValueError) as info:
+        SimplifiedConfig(hidden_act="swish")
+    assert all(f"'{name}'" in str(info.value) for name in ACTIVATIONS)
+
+
+def test_bad_table_is_large_enough():
+    assert len(BAD_CONFIGS) >= 20
+    assert len({f for _, f in BAD_CONFIGS}) >= 20
+
+
+@pytest.mark.parametrize("block_type", BLOCK_TYPES)
+def test_preset_fills_every_field_it_implies(block_type):
+    config = SimplifiedConfig(block_type=block_type)
+    preset = BLOCK_PRESETS[block_type]
+    for name, value in preset.items():
+        if value is None:  # derived fields
+            continue
+        assert getattr(config, name) == value, name
+    assert config.final_norm == (preset["final_norm"] or config.norm_type)
+    assert config.first_layer_value_mode == (preset["first_layer_value_mode"] or config.value_mode)
+    expected_query_std = preset["query_init_std"] if preset["query_init_std"] is not None else 0.02
+    assert config.query_init_std == expected_query_std
+    assert config.intermediate_size == 4 * config.hidden_size
+    assert all(getattr(config, name) is not None for name in preset)
+
+
+def test_presets_match_design_table():
+    """Spot checks of DESIGN.md §2 against the expanded configs."""
+    sas, sas_p, simplest = (SimplifiedConfig(block_type=b) for b in ("sas", "sas_p", "simplest"))
+    assert (sas.attn_skip_gain, sas.mlp_skip_gain, sas.parallel_block) == (0.0, 1.0, False)
+    assert (sas.value_mode, sas.projection_mode, sas.first_layer_value_mode) == ("identity", "identity", "reparam")
+    assert (sas.attention_type, sas.query_init_std, sas.beta_ff_init) == ("shaped", 0.0, 0.1)
+    assert (sas_p.parallel_block, sas_p.attn_skip_gain, sas_p.mlp_skip_gain) == (True, 0.0, 0.0)
+    assert (simplest.norm_type, simplest.embedding_norm) == ("none", "layernorm")
+    vs = SimplifiedConfig(block_type="value_skipinit")
+    assert (vs.shaped_beta_init, vs.centre_attention, vs.value_projection_init) == (0.0, False, "orthogonal")
+    nf = SimplifiedConfig(block_type="normformer")
+    assert (nf.head_scale, nf.attn_branch_norm, nf.mlp_act_norm, nf.norm_type) == (
+        "before_proj", True, True, "layernorm")
+    post = SimplifiedConfig(block_type="post_ln")
+    assert (post.norm_position, post.final_norm) == ("post", "none")
+    pre = SimplifiedConfig(block_type="pre_ln")
+    assert (pre.attention_type, pre.value_mode, pre.attn_skip_gain, pre.block_gains_trainable) == (
+        "softmax", "linear", 1.0, False)
+
+
+def test_explicit_overrides_win_over_preset():
+    config = SimplifiedConfig(block_type="sas_p", norm_type="layernorm", beta_ff_init=0.2, first_layer_value_mode="linear")
+    assert config.norm_type == "layernorm"
+    assert config.final_norm == "layernorm"  # derived from the overridden norm_type
+    assert config.beta_ff_init == 0.2
+    assert config.first_layer_value_mode == "linear"
+    assert config.parallel_block is True and config.value_mode == "identity"  # the rest of the preset still applies
+    assert SimplifiedConfig(block_type="sas", intermediate_size=100).intermediate_size == 100
+    assert SimplifiedConfig(block_type="sas", query_init_std=0.01).query_init_std == 0.01
+    # an override equal to another preset's value is kept, not re-expanded
+    assert SimplifiedConfig(block_type="simplest", norm_type="rmsnorm").norm_type == "rmsnorm"
+
+
+def test_expanded_values_in_config_json_and_round_trip(tmp_path):
+    config = SimplifiedConfig(block_type="sas_p", norm_type="layernorm", hidden_size=64, num_attention_heads=4)
+    as_dict = config.to_dict()
+    for name in BLOCK_PRESETS["sas_p"]:
+        assert as_dict[name] == getattr(config, name) and as_dict[name] is not None, name
+    config.save_pretrained(tmp_path)
+    on_disk = json.loads((tmp_path / "config.json").read_text())
+    for name in BLOCK_PRESETS["sas_p"]:
+        assert on_disk[name] == getattr(config, name), name
+    assert on_disk["block_type"] == "sas_p" and on_disk["model_type"] == "simplified"
+    assert on_disk["auto_map"]["AutoConfig"] == "configuration_simplified.SimplifiedConfig"
+    reloaded = SimplifiedConfig.from_pretrained(tmp_path)
+    assert _fields(reloaded) == _fields(config)
+
+
+def _fields(config: SimplifiedConfig) -> dict:
+    """The serialised fields, without where the config was loaded from."""
+    return {k: v for k, v in config.to_dict().items() if k != "_name_or_path"}
+
+
+@pytest.mark.parametrize("block_type", BLOCK_TYPES)
+def test_round_trip_every_block_type(block_type, tmp_path):
+    from transformers import AutoConfig
+
+    config = tiny_config(block_type, eos_token_id=[1, 2], pad_token_id=0, hidden_act="geglu")
+    config.save_pretrained(tmp_path)
+    reloaded = AutoConfig.from_pretrained(tmp_path)
+    assert type(reloaded) is SimplifiedConfig
+    assert _fields(reloaded) == _fields(config)
+    assert SimplifiedConfig.from_dict(config.to_dict()).to_dict() == config.to_dict()
+
+
+def test_json_file_is_validated(tmp_path):
+    """A hand-edited config.json goes through the same validation."""
+    tiny_config("sas").save_pretrained(tmp_path)
+    path = os.path.join(tmp_path, "config.json")
+    data = json.loads(open(path).read())
+    data["block_type"] = "sasp"
+    with open(path, "w") as f:
+        json.dump(data, f)
+    with pytest.raises(ValueError, match="block_type"):
+        SimplifiedConfig.from_pretrained(tmp_path)
+
+
+def test_derived_properties():
+    config = SimplifiedConfig(vocab_size=50257, hidden_size=768, num_attention_heads=12, pad_vocab_size_multiple=64)
+    assert config.head_dim == 64
+    assert config.padded_vocab_size == 50304
+    assert SimplifiedConfig(vocab_size=50257).padded_vocab_size == 50257

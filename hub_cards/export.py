@@ -1,0 +1,230 @@
+"""Export a simplified-transformer model as exactly the folder that goes to the Hub.
+
+`export_model(model, output_dir, tokenizer=None, run_info=None)` writes `model.safetensors`, `config.json` (with an
+`auto_map` for AutoConfig, AutoModel and the model's head), `generation_config.json` (causal LM), the flat custom-code
+files `configuration_simplified.py` and `modeling_simplified.py`, the tokenizer files, `README.md` (the model card)
+and the loss-curve PNG when given. CLI: `simplified-export CHECKPOINT_DIR OUT_DIR` (or `python -m
+modeling_simplified.hub_cards.export`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .card import CARD_MARKER, HEADS, render_card, validate_run_info
+
+CODE_FILES = ("configuration_simplified.py", "modeling_simplified.py")
+LOSS_CURVE_NAME = "loss_curve.png"
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json")
+
+
+class ExportError(ValueError):
+    """A bad export request (wrong model, path or output folder): the message names the problem."""
+
+
+def load_checkpoint(path: str | os.PathLike):
+    """Load a saved model or Trainer checkpoint folder with the class named in its config's `architectures`."""
+    import modeling_simplified.modeling_simplified as modeling
+
+    path = Path(path)
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise ExportError(f"{path} is not a saved model or checkpoint folder: it has no config.json.")
+    config = json.loads(config_file.read_text())
+    if config.get("model_type") != "simplified":
+        raise ExportError(f"{config_file}: model_type is {config.get('model_type')!r}, expected 'simplified'.")
+    architectures = config.get("architectures") or []
+    if len(architectures) != 1 or architectures[0] not in HEADS:
+        raise ExportError(f"{config_file}: architectures is {architectures!r}; expected one of {', '.join(HEADS)}.")
+    return getattr(modeling, architectures[0]).from_pretrained(path)
+
+
+def run_info_from_trainer_state(path: str | os.PathLike) -> dict[str, Any]:
+    """steps, final train/eval loss, perplexity and peak learning rate from a Trainer checkpoint's trainer_state.json."""
+    state_file = Path(path) / "trainer_state.json"
+    if not state_file.is_file():
+        return {}
+    state = json.loads(state_file.read_text())
+    info: dict[str, Any] = {}
+    if isinstance(state.get("global_step"), int) and state["global_step"] > 0:
+        info["steps"] = state["global_step"]
+    history = state.get("log_history") or []
+    for key, target in (("loss", "train_loss"), ("eval_loss", "eval_loss"), ("eval_perplexity", "perplexity")):
+        values = [h[key] for h in history if isinstance(h.get(key), (int, float)) and math.isfinite(h[key])]
+        if values:
+            info[target] = float(values[-1])
+    rates = [h["learning_rate"] for h in history if isinstance(h.get("learning_rate"), (int, float))]
+    if rates:
+        info["learning_rate"] = float(max(rates))
+    return info
+
+
+def _is_previous_export(folder: Path) -> bool:
+    readme = folder / "README.md"
+    return (
+        readme.is_file()
+        and CARD_MARKER in readme.read_text(errors="replace")
+        and (folder / "config.json").is_file()
+        and all(p.is_file() for p in folder.iterdir())
+    )
+
+
+def _check_output_dir(output_dir: Path) -> None:
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ExportError(f"output_dir {output_dir} exists and is not a folder.")
+    if output_dir.is_dir() and any(output_dir.iterdir()) and not _is_previous_export(output_dir):
+        raise ExportError(
+            f"output_dir {output_dir} is not empty and is not a previous export (no README.md written by "
+            "simplified-export): refusing to overwrite it. Choose an empty or new folder."
+        )
+
+
+def _check_code_files(folder: Path) -> None:
+    """The shipped code must be exactly the two flat modules, importing each other by sibling imports only."""
+    shipped = sorted(p.name for p in folder.glob("*.py"))
+    if shipped != sorted(CODE_FILES):
+        raise ExportError(f"the export holds code files {shipped}, expected exactly {list(CODE_FILES)}.")
+    for name in CODE_FILES:
+        for node in ast.walk(ast.parse((folder / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                if node.level != 1 or not node.module or not (folder / f"{node.module}.py").is_file():
+                    raise ExportError(f"{name}: relative import 'from {'.' * node.level}{node.module or ''} import "
+                                      "...' is not a sibling import of a shipped file.")
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
+            if any(m.split(".")[0] == "modeling_simplified" for m in modules):
+                raise ExportError(f"{name} imports the modeling_simplified package, which Hub users do not have.")
+
+
+def _write_auto_map(folder: Path, architecture: str) -> None:
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text())
+    auto_map = {"AutoConfig": "configuration_simplified.SimplifiedConfig", "AutoModel": "modeling_simplified.SimplifiedModel"}
+    auto_map[HEADS[architecture][0]] = f"modeling_simplified.{architecture}"
+    config["auto_map"] = auto_map
+    config["architectures"] = [architecture]
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def _write_generation_config(folder: Path, model, tokenizer) -> None:
+    from transformers import GenerationConfig
+
+    generation = getattr(model, "generation_config", None) or GenerationConfig.from_model_config(model.config)
+    generation = GenerationConfig.from_dict(generation.to_dict())
+    for name in ("eos_token_id", "pad_token_id", "bos_token_id"):
+        if getattr(generation, name, None) is None:
+            value = getattr(model.config, name, None)
+            if value is None and tokenizer is not None:
+                value = getattr(tokenizer, name, None)
+            if value is not None:
+                setattr(generation, name, value)
+    if generation.pad_token_id is None and generation.eos_token_id is not None:
+        eos = generation.eos_token_id
+        generation.pad_token_id = eos[0] if isinstance(eos, list) else eos
+    generation.save_pretrained(folder)
+
+
+def export_model(model, output_dir: str | os.PathLike, tokenizer=None, run_info: dict[str, Any] | None = None) -> Path:
+    """Write the Hub folder for `model` (a Simplified* model, or a path to a saved model / Trainer checkpoint) into
+    `output_dir` and return it. A previous export in `output_dir` is replaced; any other non-empty folder is refused."""
+    output_dir = Path(output_dir).resolve()
+    run_info = dict(validate_run_info(run_info))
+    _check_output_dir(output_dir)
+    if isinstance(model, (str, os.PathLike)):
+        source = Path(model)
+        run_info = {**run_info_from_trainer_state(source), **run_info}
+        if tokenizer is None and any((source / f).is_file() for f in _TOKENIZER_FILES):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(source)
+        model = load_checkpoint(source)
+    architecture = type(model).__name__
+    if architecture not in HEADS or getattr(model.config, "model_type", None) != "simplified":
+        raise ExportError(f"model must be one of {', '.join(HEADS)} (model_type 'simplified'), got {architecture}.")
+    loss_curve = run_info.get("loss_curve")
+    if loss_curve is not None:
+        loss_curve = Path(loss_curve)
+        if not loss_curve.is_file() or loss_curve.read_bytes()[:8] != _PNG_MAGIC:
+            raise ExportError(f"run_info['loss_curve'] must be an existing PNG file, got {str(loss_curve)!r}.")
+
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.partial-", dir=output_dir.parent))
+    try:
+        model.save_pretrained(staging)
+        _write_auto_map(staging, architecture)
+        if architecture == "SimplifiedForCausalLM":
+            _write_generation_config(staging, model, tokenizer)
+        else:
+            (staging / "generation_config.json").unlink(missing_ok=True)
+        _check_code_files(staging)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(staging)
+        if loss_curve is not None:
+            shutil.copyfile(loss_curve, staging / LOSS_CURVE_NAME)
+        card = render_card(model.config, architecture, {k: v for k, v in run_info.items() if k != "loss_curve"},
+                           loss_curve_file=LOSS_CURVE_NAME if loss_curve is not None else None,
+                           has_tokenizer=tokenizer is not None)
+        card.save(staging / "README.md")
+        if output_dir.exists():
+            shutil.rmtree(output_dir)  # a previous export (checked above)
+        os.replace(staging, output_dir)
+        output_dir.chmod(0o755)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output_dir
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simplified-export",
+        description="Export a saved simplified model or Trainer checkpoint as a Hub-ready folder (weights, config "
+                    "with auto_map, flat custom code, tokenizer, model card).")
+    parser.add_argument("checkpoint_dir", help="folder written by save_pretrained or a Trainer checkpoint-N folder")
+    parser.add_argument("output_dir", help="new or empty folder (or a previous export, which is replaced)")
+    parser.add_argument("--tokenizer", help="tokenizer folder (default: the checkpoint's own tokenizer files, if any)")
+    parser.add_argument("--run-info", help="JSON file with run facts (dataset, steps, tokens_seen, eval_loss, ...)")
+    parser.add_argument("--dataset", action="append", help="training dataset name (repeatable)")
+    parser.add_argument("--loss-curve", help="PNG of the training loss, copied into the export")
+    parser.add_argument("--license", help="license id for the card metadata (default apache-2.0)")
+    parser.add_argument("--repo-id", help="repository id to show in the card's usage snippet")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        run_info: dict[str, Any] = {}
+        if args.run_info:
+            run_info = json.loads(Path(args.run_info).read_text())
+        for key, value in (("datasets", args.dataset), ("loss_curve", args.loss_curve), ("license", args.license),
+                           ("repo_id", args.repo_id)):
+            if value:
+                run_info[key] = value
+        tokenizer = None
+        if args.tokenizer:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        out = export_model(args.checkpoint_dir, args.output_dir, tokenizer=tokenizer, run_info=run_info)
+    except (ValueError, OSError) as exc:  # ExportError, bad run_info, unreadable files
+        parser.exit(2, f"simplified-export: error: {exc}\n")
+    print(f"exported to {out}")
+    for path in sorted(out.iterdir()):
+        print(f"  {path.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Shaped attention (paper eq. 5): identity at initialisation, and the fused path against a T×T reference."""
+
+import pytest
+import torch
+from conftest import TINY, perturb_, tiny_config
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+
+from modeling_simplified import SimplifiedModel
+
+SHAPED = ("value_skipinit", "sas", "sas_p", "simplest")
+PADDINGS = ("none", "left", "right")
+SEQ_LEN = 7
+
+
+def _padding_mask(padding: str, batch: int = 3) -> torch.Tensor | None:
+    """`(B, T)` mask, 1 = real token; rows 1 and 2 are padded on the given side (by 2 and 4 tokens)."""
+    if padding == "none":
+        return None
+    mask = torch.ones(batch, SEQ_LEN, dtype=torch.long)
+    for row, n_pad in ((1, 2), (2, 4)):
+        if padding == "left":
+            mask[row, :n_pad] = 0
+        else:
+            mask[row, SEQ_LEN - n_pad :] = 0
+    return mask
+
+
+def _attention_mask(model: SimplifiedModel, x: torch.Tensor, mask_2d: torch.Tensor | None):
+    """The mask SimplifiedModel.forward would build for the current attention implementation."""
+    if model.config.is_causal:
+        position_ids = torch.arange(x.shape[1])[None]
+        return create_causal_mask(config=model.config, inputs_embeds=x, attention_mask=mask_2d,
+                                  past_key_values=None, position_ids=position_ids)
+    return create_bidirectional_mask(config=model.config, inputs_embeds=x, attention_mask=mask_2d)
+
+
+def _real(mask_2d: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    return torch.ones(x.shape[:2], dtype=torch.bool) if mask_2d is None else mask_2d.bool()
+
+
+def _capture_mixing(attn):
+    """Record the per-head output of the mixing `(α I + β A − γ C) X` and its input values X."""
+    seen = {}
+
+    def hook(module, args, output):
+        seen["values"] = args[3].transpose(1, 2)  # current values (B, H, T, D) -> (B, T, H, D)
+        seen["mixed"] = output[0]  # (B, T, H, D)
+
+    return seen, attn.mixing.register_forward_hook(hook)
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+@pytest.mark.parametrize("block_type", SHAPED)
+def test_identity_at_init(block_type, causal, padding, attn_implementation):
+    """W^Q = 0 and β = γ make every shaped attention sub-block exactly the identity on each head."""
+    model = SimplifiedModel(tiny_config(block_type, is_causal=causal, num_hidden_layers=3)).eval()
+    model.set_attn_implementation(attn_implementation)
+    mask_2d = _padding_mask(padding)
+    gen = torch.Generator().manual_seed(0)
+    for layer in model.layers:
+        attn = layer.attn
+        x = torch.randn(3, SEQ_LEN, TINY["hidden_size"], generator=gen)
+        real = _real(mask_2d, x)
+        seen, handle = _capture_mixing(attn)
+        with torch.no_grad():
+            out, _ = attn(x, attention_mask=_attention_mask(model, x, mask_2d), key_padding_mask=mask_2d)
+        handle.remove()
+        assert (seen["mixed"][real] - seen["values"][real]).abs().max() <= 1e-6
+        if block_type != "value_skipinit":  # identity values and projections: the whole sub-block is the identity
+            assert (out[real] - x[real]).abs().max() <= 1e-6
+
+
+def reference_matrix(attn, x: torch.Tensor, mask_2d: torch.Tensor | None, causal: bool) -> torch.Tensor:
+    """`α I + β A − γ C` per head, `(B, H, T, T)`, from the module's weights with nothing fused."""
+    batch, seq_len, d = x.shape
+    heads, head_dim = attn.num_heads, d // attn.num_heads
+    split = lambda t: t.view(batch, seq_len, heads, head_dim).transpose(1, 2)  # noqa: E731
+    w = attn.qkv.proj.weight
+    q, k = split(x @ w[:d].T), split(x @ w[d : 2 * d].T)
+    allowed = _real(mask_2d, x)[:, None, None, :].expand(batch, 1, seq_len, seq_len)
+    if causal:
+        allowed = allowed & torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
+    logits = (q @ k.transpose(-1, -2)) / head_dim**0.5
+    a = logits.masked_fill(~allowed, float("-inf")).softmax(-1).nan_to_num(0.0)
+    c = allowed.float() / allowed.float().sum(-1, keepdim=True).clamp(min=1)
+    mixing = attn.mixing
+    gain = lambda g: g.weight.expand(heads)[None, :, None, None]  # noqa: E731
+    gamma = gain(mixing.gamma) if mixing.gamma is not None else 0.0
+    return gain(mixing.alpha) * torch.eye(seq_len) + gain(mixing.beta) * a - gamma * c
+
+
+def reference_attention(attn, x, mask_2d, causal) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sub-block output `W^P · (M_h · X_h W^V_h)_h` and the matrix `M`."""
+    batch, seq_len, d = x.shape
+    heads = attn.num_heads
+    matrix = reference_matrix(attn, x, mask_2d, causal)
+    values = attn.qkv(x)[2].view(batch, seq_len, heads, d // heads).transpose(1, 2)
+    mixed = (matrix @ values).transpose(1, 2).reshape(batch, seq_len, d)
+    return attn.o_proj(mixed), matrix
+
+
+def _perturbed_model(block_type: str, causal: bool, seed: int = 0) -> SimplifiedModel:
+    """Large enough weights that A is far from uniform; random per-head α, β, γ."""
+    torch.manual_seed(seed)
+    model = perturb_(SimplifiedModel(tiny_config(block_type, is_causal=causal)), scale=0.3, seed=seed).eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for layer in model.layers:
+            for gain in (layer.attn.mixing.alpha, layer.attn.mixing.beta, layer.attn.mixing.gamma):
+                if gain is not None:
+                    gain.weight.copy_(torch.rand(gain.weight.shape, generator=gen) * 1.5 + 0.25)
+    return model
+
+
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+@pytest.mark.parametrize("block_type", SHAPED)
+def test_sdpa_matches_reference(block_type, causal, padding):
+    model = _perturbed_model(block_type, causal)
+    assert model.config._attn_implementation == "sdpa"
+    mask_2d = _padding_mask(padding)
+    gen = torch.Generator().manual_seed(2)
+    for layer in model.layers:
+        x = torch.randn(3, SEQ_LEN, TINY["hidden_size"], generator=gen)
+        real = _real(mask_2d, x)
+        with torch.no_grad():
+            out, _ = layer.attn(x, attention_mask=_attention_mask(model, x, mask_2d), key_padding_mask=mask_2d)
+            expected, matrix = reference_attention(layer.attn, x, mask_2d, causal)
+        # the reference is not degenerate: attention is far from uniform and from the identity
+        assert (matrix - torch.eye(SEQ_LEN)).abs().amax() > 0.1
+        assert (out[real] - expected[real]).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+@pytest.mark.parametrize("block_type", SHAPED)
+def test_eager_output_attentions_is_effective_matrix(block_type, causal, padding):
+    """`output_attentions=True` under eager attention returns `α I + β A − γ C`, and eager equals sdpa."""
+    model = _perturbed_model(block_type, causal)
+    mask_2d = _padding_mask(padding)
+    ids = torch.randint(0, TINY["vocab_size"], (3, SEQ_LEN), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        sdpa_out = model(input_ids=ids, attention_mask=mask_2d).last_hidden_state
+    model.set_attn_implementation("eager")
+    inputs, handles = [], []
+    for layer in model.layers:
+        handles.append(layer.attn.register_forward_pre_hook(lambda m, args, kw: inputs.append(args[0]), with_kwargs=True))
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask_2d, output_attentions=True)
+    for h in handles:
+        h.remove()
+    real = _real(mask_2d, ids)
+    assert len(out.attentions) == len(model.layers) == len(inputs)
+    for layer, x, weights in zip(model.layers, inputs, out.attentions):
+        assert weights.shape == (3, model.config.num_attention_heads, SEQ_LEN, SEQ_LEN)
+        with torch.no_grad():
+            expected = reference_matrix(layer.attn, x, mask_2d, causal)
+        diff = (weights - expected).abs().amax(dim=(1, 3))  # (B, Tq)
+        assert diff[real].max() <= 1e-5
+    assert (out.last_hidden_state[real] - sdpa_out[real]).abs().max() <= 1e-5
+
+
+def test_softmax_attention_unchanged_by_shaping_code():
+    """Pre-LN attention is plain softmax attention: β = 1, α = γ = 0 in the same reference."""
+    torch.manual_seed(0)
+    model = perturb_(SimplifiedModel(tiny_config("pre_ln", is_causal=True)), scale=0.3).eval()
+    mask_2d = _padding_mask("left")
+    x = torch.randn(3, SEQ_LEN, TINY["hidden_size"])
+    attn = model.layers[0].attn
+    batch, seq_len, d = x.shape
+    w = attn.qkv.proj.weight
+    split = lambda t: t.view(batch, seq_len, attn.num_heads, -1).transpose(1, 2)  # noqa: E731
+    q, k, v = split(x @ w[:d].T), split(x @ w[d : 2 * d].T), split(x @ w[2 * d :].T)
+    allowed = mask_2d.bool()[:, None, None, :] & torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
+    a = ((q @ k.transpose(-1, -2)) * attn.scaling).masked_fill(~allowed, float("-inf")).softmax(-1).nan_to_num(0.0)
+    expected = attn.o_proj((a @ v).transpose(1, 2).reshape(batch, seq_len, d))
+    with torch.no_grad():
+        out, _ = attn(x, attention_mask=_attention_mask(model, x, mask_2d), key_padding_mask=mask_2d)
+    real = mask_2d.bool()
+    assert (out[real] - expected[real]).abs().max() <= 1e-5

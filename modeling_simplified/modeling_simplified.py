@@ -5,6 +5,7 @@ reparameterisation), shaped attention (eq. 5) on top of transformers' attention 
 parallel (eq. 12-13) blocks, and the heads. Shipped to the Hub as custom code: sibling imports only.
 """
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -526,7 +527,8 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
     default_is_causal = True
 
     def __init__(self, config: SimplifiedConfig, *inputs, **kwargs):
-        if config.is_causal is None:
+        if config.is_causal is None:  # a copy: never flip the caller's config (a later head would inherit it)
+            config = copy.deepcopy(config)
             config.is_causal = self.default_is_causal
         super().__init__(config, *inputs, **kwargs)
 
@@ -692,7 +694,7 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
-        self.model = SimplifiedModel(config)
+        self.model = SimplifiedModel(self.config)
         self.lm_head = nn.Linear(config.hidden_size, config.padded_vocab_size, bias=False)
         self.post_init()
 
@@ -759,7 +761,7 @@ class SimplifiedForMaskedLM(SimplifiedPreTrainedModel):
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
-        self.model = SimplifiedModel(config)
+        self.model = SimplifiedModel(self.config)
         self.mlm_head = SimplifiedMLMHead(config)
         self.post_init()
 
@@ -802,7 +804,7 @@ class SimplifiedForSequenceClassification(SimplifiedPreTrainedModel):
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.model = SimplifiedModel(config)
+        self.model = SimplifiedModel(self.config)
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.score = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()

@@ -219,3 +219,39 @@ def test_vocab_padding_never_predicts_padded_logits():
 def test_all_block_types_covered():
     assert set(BLOCK_TYPES) == {"pre_ln", "post_ln", "parallel", "value_skipinit", "sas", "sas_p", "simplest",
                                 "normformer"}
+
+
+def test_heads_never_change_the_callers_config():
+    """One config for an encoder and then a decoder: the decoder must stay causal."""
+    config = tiny_config("sas_p")
+    masked = AutoModelForMaskedLM.from_config(config)
+    causal = perturb_(AutoModelForCausalLM.from_config(config)).eval()
+    assert config.is_causal is None
+    assert masked.config.is_causal is False and causal.config.is_causal is True
+    assert causal.model.config is causal.config and masked.model.config is masked.config
+    assert all(layer.attn.is_causal for layer in causal.model.layers)
+    assert not any(layer.attn.is_causal for layer in masked.model.layers)
+    ids, _ = _batch()
+    changed = ids.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % TINY["vocab_size"]
+    with torch.no_grad():  # a causal model's earlier positions never see later tokens
+        assert torch.equal(causal(input_ids=ids).logits[:, :-1], causal(input_ids=changed).logits[:, :-1])
+
+
+def test_loading_a_checkpoint_without_causality(tmp_path):
+    """A config.json with `is_causal` unset loads exactly, with the head's causality."""
+    import json
+
+    model = perturb_(SimplifiedForMaskedLM(tiny_config("sas"))).eval()
+    model.save_pretrained(tmp_path)
+    data = json.loads((tmp_path / "config.json").read_text())
+    assert data["is_causal"] is False
+    data["is_causal"] = None
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    assert reloaded.config.is_causal is False and reloaded.model.config is reloaded.config
+    _assert_state_equal(model, reloaded)
+    ids, mask = _batch()
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids, attention_mask=mask).logits,
+                           reloaded(input_ids=ids, attention_mask=mask).logits)

@@ -231,7 +231,8 @@ def usage_snippet(architecture: str, repo_id: str = PLACEHOLDER_REPO, revision: 
             f"    out = model(input_ids=input_ids).{forward}",
             "print(out.shape)",
         ])
-    lines.insert(6, "tokenizer = AutoTokenizer.from_pretrained(REPO_ID, revision=REVISION)")
+    # AutoTokenizer reads config.json, whose auto_map points at the repository's code: same trust, same revision
+    lines.insert(6, "tokenizer = AutoTokenizer.from_pretrained(REPO_ID, revision=REVISION, trust_remote_code=True)")
     if architecture == "SimplifiedForCausalLM":
         lines += [
             'inputs = tokenizer("def fibonacci(n):", return_tensors="pt")',

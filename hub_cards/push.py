@@ -1,0 +1,98 @@
+"""Push an export folder to the Hub: `simplified-push EXPORT_DIR REPO_ID [--private] [--revision R] [--commit-message M]`.
+
+Uses `HfApi(endpoint=$HF_ENDPOINT, token=$HF_TOKEN)`: `create_repo` then `upload_folder`. The card's usage snippet
+is then pinned to the uploaded commit (a second, README-only commit, unless `--no-pin`). Prints the commit URL and sha.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .card import pin_snippet
+from .export import CODE_FILES
+
+
+@dataclass
+class PushResult:
+    repo_id: str
+    commit_url: str
+    commit_sha: str
+    card_commit_url: str | None = None
+    card_commit_sha: str | None = None
+
+
+def _check_export_dir(folder: Path) -> None:
+    missing = [name for name in ("config.json", "model.safetensors", "README.md", *CODE_FILES)
+               if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(f"{folder} is not an export folder (missing {', '.join(missing)}); create one with "
+                         "simplified-export first.")
+
+
+def make_api(endpoint: str | None = None, token: str | None = None):
+    """`HfApi` on `endpoint` (default `$HF_ENDPOINT`, else the public Hub) with `token` (default `$HF_TOKEN`)."""
+    from huggingface_hub import HfApi, constants
+
+    return HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT,
+                 token=token or os.environ.get("HF_TOKEN") or None)
+
+
+def push_export(export_dir: str | os.PathLike, repo_id: str, *, private: bool = False, revision: str | None = None,
+                commit_message: str | None = None, pin: bool = True, api=None) -> PushResult:
+    """Create `repo_id` if needed and upload `export_dir` to `revision` (a branch, created if missing)."""
+    folder = Path(export_dir)
+    _check_export_dir(folder)
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise ValueError(f"REPO_ID must look like 'namespace/name', got {repo_id!r}.")
+    api = api or make_api()
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    if revision and revision != "main":
+        api.create_branch(repo_id, branch=revision, exist_ok=True)
+    info = api.upload_folder(folder_path=folder, repo_id=repo_id, revision=revision,
+                             commit_message=commit_message or f"Upload {folder.name} with simplified-push")
+    result = PushResult(repo_id, info.commit_url, info.oid)
+    if pin:
+        card = (folder / "README.md").read_text()
+        pinned = pin_snippet(card, repo_id, info.oid)
+        if pinned != card:
+            card_info = api.upload_file(path_or_fileobj=pinned.encode(), path_in_repo="README.md", repo_id=repo_id,
+                                        revision=revision, commit_message=f"Pin the card's usage snippet to {info.oid}")
+            result.card_commit_url, result.card_commit_sha = card_info.commit_url, card_info.oid
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="simplified-push",
+        description="Upload an export folder (from simplified-export) to the Hub. The endpoint comes from "
+                    "HF_ENDPOINT and the token from HF_TOKEN.")
+    parser.add_argument("export_dir")
+    parser.add_argument("repo_id", help="namespace/name")
+    parser.add_argument("--private", action="store_true", help="create the repository as private")
+    parser.add_argument("--revision", help="branch to push to (created from main if missing; default main)")
+    parser.add_argument("--commit-message", help="message of the upload commit")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="do not rewrite the card's usage snippet to the uploaded commit sha")
+    args = parser.parse_args(argv)
+    import httpx2  # huggingface_hub's HTTP client: connection errors are not OSErrors
+
+    try:
+        result = push_export(args.export_dir, args.repo_id, private=args.private, revision=args.revision,
+                             commit_message=args.commit_message, pin=not args.no_pin)
+    except (ValueError, OSError, httpx2.HTTPError) as exc:  # HfHubHTTPError is an OSError
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        parser.exit(1, f"simplified-push: error: {message}\n")
+    print(f"commit: {result.commit_url}")
+    print(f"sha: {result.commit_sha}")
+    if result.card_commit_sha:
+        print(f"card pinned to {result.commit_sha} in commit {result.card_commit_sha}")
+    print(f'load: AutoModel*.from_pretrained("{result.repo_id}", revision="{result.commit_sha}", trust_remote_code=True)')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,6 +8,7 @@ repository and revision after a push.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from pathlib import Path
 from typing import Any
@@ -29,21 +30,21 @@ HEADS: dict[str, tuple[str, str, str]] = {
     "SimplifiedModel": ("AutoModel", "feature-extraction", "Feature extraction"),
 }
 
-#: run_info key → accepted types
-RUN_INFO_KEYS: dict[str, tuple[type, ...]] = {
-    "dataset": (str,),
-    "datasets": (list, tuple),
-    "steps": (int,),
-    "tokens_seen": (int,),
-    "learning_rate": (int, float),
-    "train_loss": (int, float),
-    "eval_loss": (int, float),
-    "perplexity": (int, float),
-    "wall_time_s": (int, float),
-    "loss_curve": (str, Path),
-    "license": (str,),
-    "base_model": (str,),
-    "repo_id": (str,),
+#: run_info key → kind of value ("int" and "number" accept numpy scalars; "int" also integral floats)
+RUN_INFO_KEYS: dict[str, str] = {
+    "dataset": "str",
+    "datasets": "list of str",
+    "steps": "int",
+    "tokens_seen": "int",
+    "learning_rate": "number",
+    "train_loss": "number",
+    "eval_loss": "number",
+    "perplexity": "number",
+    "wall_time_s": "number",
+    "loss_curve": "path",
+    "license": "str",
+    "base_model": "str",
+    "repo_id": "str",
 }
 
 BLOCK_SUMMARIES: dict[str, str] = {
@@ -73,30 +74,49 @@ CITATION_NORMFORMER = """@article{shleifer2021normformer,
   year    = {2021}
 }"""
 
+_DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 _REPO_LINE = re.compile(r'^REPO_ID = ".*"$', re.MULTILINE)
 _REVISION_LINE = re.compile(r'^REVISION = ".*"(.*)$', re.MULTILINE)
 
 
+def _coerce(key: str, value: Any) -> Any:
+    """`value` as the plain Python type of its kind, or a ValueError naming the key and the expected kind."""
+    kind = RUN_INFO_KEYS[key]
+    ok = False
+    if kind == "str":
+        ok = isinstance(value, str)
+    elif kind == "list of str":
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        value = list(value) if ok else value
+    elif kind == "path":
+        ok = isinstance(value, (str, Path))
+    elif not isinstance(value, bool) and isinstance(value, numbers.Real):
+        if not math.isfinite(float(value)):
+            raise ValueError(f"run_info[{key!r}] must be finite, got {value!r}.")
+        if kind == "number":
+            ok, value = True, float(value) if not isinstance(value, numbers.Integral) else int(value)
+        else:
+            ok = isinstance(value, numbers.Integral) or float(value).is_integer()
+            value = int(value) if ok else value
+    if not ok:
+        raise ValueError(f"run_info[{key!r}] must be {'a' if kind != 'int' else 'an'} {kind}, got {value!r} "
+                         f"({type(value).__name__}).")
+    return value
+
+
 def validate_run_info(run_info: dict[str, Any] | None) -> dict[str, Any]:
-    """Check `run_info` keys and value types; one ValueError naming the key and the allowed keys/types."""
+    """Check `run_info` keys and values (None values are dropped); one ValueError naming the key and what is allowed."""
     if run_info is None:
         return {}
     if not isinstance(run_info, dict):
         raise ValueError(f"run_info must be a dict or None, got {type(run_info).__name__}.")
+    checked = {}
     for key, value in run_info.items():
         if key not in RUN_INFO_KEYS:
             raise ValueError(f"run_info key {key!r} is not known; allowed keys: {', '.join(RUN_INFO_KEYS)}.")
-        allowed = RUN_INFO_KEYS[key]
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, allowed):
-            raise ValueError(f"run_info[{key!r}] must be {' or '.join(t.__name__ for t in allowed)}, "
-                             f"got {value!r} ({type(value).__name__}).")
-        if key == "datasets" and not all(isinstance(d, str) for d in value):
-            raise ValueError(f"run_info['datasets'] must be a list of strings, got {value!r}.")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"run_info[{key!r}] must be finite, got {value!r}.")
-    return {k: v for k, v in run_info.items() if v is not None}
+        if value is not None:
+            checked[key] = _coerce(key, value)
+    return checked
 
 
 def _datasets(run_info: dict[str, Any]) -> list[str]:
@@ -104,6 +124,11 @@ def _datasets(run_info: dict[str, Any]) -> list[str]:
     if run_info.get("dataset") and run_info["dataset"] not in names:
         names.insert(0, run_info["dataset"])
     return names
+
+
+def _is_dataset_id(name: str) -> bool:
+    """Whether `name` looks like a Hub dataset id (`name` or `namespace/name`), as the `datasets` metadata expects."""
+    return bool(_DATASET_ID.match(name))
 
 
 def count_parameters(config, architecture: str) -> int:
@@ -188,10 +213,11 @@ def card_data(config, architecture: str, run_info: dict[str, Any] | None = None)
     if perplexity is None and eval_loss is not None and architecture != "SimplifiedForSequenceClassification":
         perplexity = math.exp(eval_loss) if eval_loss < 700 else None
     dataset = datasets[0] if datasets else "held-out split of the training data"
+    dataset_type = dataset if _is_dataset_id(dataset) else "custom"
     for metric, value in (("loss", eval_loss), ("perplexity", perplexity)):
         if value is not None:
             eval_results.append(EvalResult(
-                task_type=pipeline_tag, task_name=task_name, dataset_type=dataset, dataset_name=dataset,
+                task_type=pipeline_tag, task_name=task_name, dataset_type=dataset_type, dataset_name=dataset,
                 dataset_split="validation", metric_type=metric, metric_name=f"eval {metric}",
                 metric_value=round(float(value), 4)))
     tags = ["simplified-transformers", config.block_type, "custom_code"]
@@ -201,7 +227,7 @@ def card_data(config, architecture: str, run_info: dict[str, Any] | None = None)
         library_name="transformers",
         pipeline_tag=pipeline_tag,
         tags=tags,
-        datasets=datasets or None,
+        datasets=[d for d in datasets if _is_dataset_id(d)] or None,  # free-text sources go to the card body
         license=run_info.get("license", "apache-2.0"),
         base_model=run_info.get("base_model"),
         model_name=model_name,

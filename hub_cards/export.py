@@ -50,7 +50,8 @@ def load_checkpoint(path: str | os.PathLike):
 
 
 def run_info_from_trainer_state(path: str | os.PathLike) -> dict[str, Any]:
-    """steps, final train/eval loss, perplexity and peak learning rate from a Trainer checkpoint's trainer_state.json."""
+    """steps, tokens seen and the final train/eval loss from a Trainer checkpoint's trainer_state.json (the logged
+    learning rates are scheduled values, not the peak: pass `learning_rate` in run_info)."""
     state_file = Path(path) / "trainer_state.json"
     if not state_file.is_file():
         return {}
@@ -59,13 +60,11 @@ def run_info_from_trainer_state(path: str | os.PathLike) -> dict[str, Any]:
     if isinstance(state.get("global_step"), int) and state["global_step"] > 0:
         info["steps"] = state["global_step"]
     history = state.get("log_history") or []
-    for key, target in (("loss", "train_loss"), ("eval_loss", "eval_loss"), ("eval_perplexity", "perplexity")):
+    for key, target in (("loss", "train_loss"), ("eval_loss", "eval_loss"), ("eval_perplexity", "perplexity"),
+                        ("num_input_tokens_seen", "tokens_seen")):
         values = [h[key] for h in history if isinstance(h.get(key), (int, float)) and math.isfinite(h[key])]
         if values:
-            info[target] = float(values[-1])
-    rates = [h["learning_rate"] for h in history if isinstance(h.get("learning_rate"), (int, float))]
-    if rates:
-        info["learning_rate"] = float(max(rates))
+            info[target] = int(values[-1]) if target == "tokens_seen" else float(values[-1])
     return info
 
 

@@ -410,10 +410,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class HubServer:
-    """A running local Hub on 127.0.0.1 (a free port), storing everything under `root`. A context manager."""
+    """A local Hub on 127.0.0.1 (`port` 0: a free one), storing everything under `root`. A context manager."""
 
-    def __init__(self, root: str | Path, token: str | None = None):
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+    def __init__(self, root: str | Path, token: str | None = None, port: int = 0):
+        self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.state = HubState(Path(root), token)
         self._server.requests = []
         self.url = self._server.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -445,9 +445,22 @@ class HubServer:
         self.stop()
 
 
-if __name__ == "__main__":  # python tests/hub_server.py ROOT [TOKEN]: serve until interrupted
-    import sys
+def main(argv: list[str] | None = None) -> None:
+    """`python tests/hub_server.py [--root DIR] [--token T] [--port N]`: serve until interrupted."""
+    import argparse
 
-    server = HubServer(sys.argv[1] if len(sys.argv) > 1 else "hub-data", sys.argv[2] if len(sys.argv) > 2 else None)
-    print(server.url, flush=True)
-    server._server.serve_forever()
+    parser = argparse.ArgumentParser(description="A local Hugging Face Hub (model repos) for offline tests.")
+    parser.add_argument("--root", default="local-hub", help="folder for blobs and refs (default: ./local-hub)")
+    parser.add_argument("--token", help="token that writes and private reads must present (default: none needed)")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    args = parser.parse_args(argv)
+    server = HubServer(args.root, args.token, args.port)
+    print(f"local Hub at {server.url} (data in {Path(args.root).resolve()})", flush=True)
+    try:
+        server._server.serve_forever()
+    except KeyboardInterrupt:
+        server._server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -265,15 +265,26 @@ def test_export_refuses_foreign_folders_and_replaces_previous_exports(tmp_path):
 
 @pytest.mark.parametrize("run_info, message", [
     ({"stepz": 3}, r"run_info key 'stepz' is not known; allowed keys: dataset, datasets, steps"),
-    ({"steps": "many"}, r"run_info\['steps'\] must be int, got 'many'"),
+    ({"steps": "many"}, r"run_info\['steps'\] must be an int, got 'many'"),
+    ({"steps": 2.5}, r"run_info\['steps'\] must be an int, got 2.5"),
+    ({"eval_loss": True}, r"run_info\['eval_loss'\] must be a number, got True"),
     ({"eval_loss": float("nan")}, r"run_info\['eval_loss'\] must be finite"),
-    ({"datasets": ["a", 3]}, r"list of strings"),
+    ({"datasets": ["a", 3]}, r"run_info\['datasets'\] must be a list of str"),
     ({"loss_curve": __file__}, r"run_info\['loss_curve'\] must be an existing PNG file"),
 ])
 def test_export_rejects_bad_run_info(run_info, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         export_model(make_model(SimplifiedForCausalLM, "sas"), tmp_path / "out", run_info=run_info)
     assert not (tmp_path / "out").exists()
+
+
+def test_run_info_accepts_numpy_scalars_and_drops_none():
+    import numpy as np
+
+    checked = card_mod.validate_run_info({"steps": np.int64(5), "tokens_seen": 640.0, "eval_loss": np.float32(2.5),
+                                          "perplexity": None, "datasets": ("a", "b")})
+    assert checked == {"steps": 5, "tokens_seen": 640, "eval_loss": 2.5, "datasets": ["a", "b"]}
+    assert [type(checked[k]) for k in ("steps", "tokens_seen", "eval_loss")] == [int, int, float]
 
 
 def test_export_from_trainer_checkpoint_and_cli(tmp_path, bpe_tokenizer, capsys):
@@ -284,9 +295,9 @@ def test_export_from_trainer_checkpoint_and_cli(tmp_path, bpe_tokenizer, capsys)
     (ckpt / "optimizer.pt").write_bytes(b"not an export file")
     (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 40, "log_history": [
         {"loss": 4.5, "learning_rate": 0.001, "step": 20}, {"loss": 3.25, "learning_rate": 0.0005, "step": 40},
-        {"eval_loss": 3.5, "step": 40}]}))
+        {"eval_loss": 3.5, "step": 40, "num_input_tokens_seen": 5120}]}))
     run_info = tmp_path / "run_info.json"
-    run_info.write_text(json.dumps({"tokens_seen": 5120}))
+    run_info.write_text(json.dumps({"learning_rate": 0.002, "train_loss": 3.0}))  # explicit facts win
 
     assert export_main([str(ckpt), str(tmp_path / "out"), "--dataset", "stdlib-code", "--run-info",
                         str(run_info), "--repo-id", "me/sas-p-tiny"]) == 0
@@ -300,8 +311,8 @@ def test_export_from_trainer_checkpoint_and_cli(tmp_path, bpe_tokenizer, capsys)
     state = model.state_dict()
     assert saved and all(torch.equal(saved[k], state[k]) for k in saved)
     text = (out / "README.md").read_text()
-    for row in ("| optimizer steps | 40 |", "| final training loss | 3.25 |", "| final evaluation loss | 3.5 |",
-                "| tokens seen | 5,120 |", "| peak learning rate | 0.001 |", "| data | stdlib-code |",
+    for row in ("| optimizer steps | 40 |", "| final training loss | 3 |", "| final evaluation loss | 3.5 |",
+                "| tokens seen | 5,120 |", "| peak learning rate | 0.002 |", "| data | stdlib-code |",
                 f"| evaluation perplexity | {math.exp(3.5):.4g} |", 'REPO_ID = "me/sas-p-tiny"'):
         assert row in text, row
 
@@ -326,14 +337,18 @@ def test_card_metadata_parses_and_validates(hub_env, tmp_path, bpe_tokenizer, wo
              (SimplifiedForSequenceClassification, "simplest", wordpiece_tokenizer, "text-classification")]
     for cls, block_type, tokenizer, pipeline_tag in cases:
         model = make_model(cls, block_type, vocab_size=len(tokenizer))
-        run_info = {"datasets": ["stdlib-code", "pydoc-topics"], "eval_loss": 2.0, "train_loss": 1.9,
+        run_info = {"dataset": "embedded: stdlib text", "datasets": ["stdlib-code", "me/pydoc-topics"],
+                    "eval_loss": 2.0, "train_loss": 1.9,
                     "steps": 100, "license": "mit", "base_model": "me/base"}
         out = export_model(model, tmp_path / cls.__name__, tokenizer=tokenizer, run_info=run_info)
         card = ModelCard.load(out / "README.md")
         data = card.data
         assert data.library_name == "transformers" and data.pipeline_tag == pipeline_tag
         assert {"custom_code", block_type, "simplified-transformers"} <= set(data.tags)
-        assert data.datasets == ["stdlib-code", "pydoc-topics"] and data.license == "mit"
+        # only Hub-id-like names go to the `datasets` metadata; the free-text source is in the body and model-index
+        assert data.datasets == ["stdlib-code", "me/pydoc-topics"] and data.license == "mit"
+        assert "| data | embedded: stdlib text, stdlib-code, me/pydoc-topics |" in card.text
+        assert {(r.dataset_name, r.dataset_type) for r in data.eval_results} == {("embedded: stdlib text", "custom")}
         assert data.base_model == "me/base"
         metrics = {r.metric_type: r.metric_value for r in data.eval_results}
         expected = {"loss": 2.0} if cls is SimplifiedForSequenceClassification else \
@@ -583,3 +598,33 @@ def test_push_and_load_from_the_local_hub(hub_env, tmp_path, capsys, bpe_tokeniz
     outputs = {s["name"]: s["stdout"] for s in report["snippets"]}
     assert set(outputs) == {"causal", "mlm"} and all(o.strip() for o in outputs.values()), outputs
     assert outputs["causal"].startswith("def fibonacci(n):"), outputs  # no trust prompt, the decoded prompt first
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the README's "Publish to the Hub" commands, run as written
+# ------------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_readme_publish_commands_run_as_written(tmp_path, bpe_tokenizer):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("<!-- SECTION:hub -->", 1)[1].split("<!-- SECTION:", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    export_push_load, server_block = blocks[:3], blocks[3]
+    token = re.search(r"--token (\S+)", server_block).group(1)
+    assert f"HF_TOKEN={token}" in server_block
+    # the checkpoint the README exports: a Trainer-style folder at the path it names
+    ckpt = tmp_path / re.search(r"simplified-export (\S+)", export_push_load[0]).group(1)
+    model = make_model(SimplifiedForCausalLM, "sas_p", vocab_size=len(bpe_tokenizer),
+                       eos_token_id=bpe_tokenizer.eos_token_id)
+    model.save_pretrained(ckpt)
+    bpe_tokenizer.save_pretrained(ckpt)
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 20, "log_history": [{"loss": 5.0}]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    with HubServer(tmp_path / "hub", token=token) as hub:
+        env.update(HF_ENDPOINT=hub.url, HF_TOKEN=token, HF_HUB_OFFLINE="0", HF_HOME=str(tmp_path / "home"),
+                   PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
+        script = "set -euo pipefail\n" + "\n".join(export_push_load)
+        proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "exported to" in proc.stdout and proc.stdout.rstrip().splitlines()[-1].startswith("def main(")
+    assert any(r.startswith("POST /api/models/your-name/") for r in hub.requests)

@@ -277,32 +277,47 @@ class HeadScale(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 # Shaped attention
 # ----------------------------------------------------------------------------------------------------------------
-def uniform_attention(values: torch.Tensor, key_mask: torch.Tensor | None, query_start: int, causal: bool):
+def uniform_attention(
+    values: torch.Tensor, key_mask: torch.Tensor | None, query_start: int | torch.Tensor, q_len: int, causal: bool
+):
     """`C·X` of eq. 5 without a T×T matrix: the attention that the mask gives with all-zero logits.
 
-    values: `(B, H, Tk, D)`; key_mask: `(B, Tk')` with 1 for real tokens (`None`: all real; shorter than Tk is padded
-    with 0, as for a static cache). Causal: query `query_start + i` averages the real keys up to itself (a running
-    mean); bidirectional: every query averages all real keys. Returns `(B, H, Tq, D)`, zero where no key is allowed.
+    values: `(B, H, Tk, D)`, the whole cache (a static cache is longer than what is filled); key_mask: `(B, Tk')`
+    with 1 for real tokens (`None`: all real; shorter than Tk is padded with 0). Causal: query `query_start + i`,
+    `i < q_len`, averages the real keys up to itself (a running mean); bidirectional: every query averages all real
+    keys. Returns `(B, H, Tq, D)` (bidirectional: `(B, H, 1, D)`, broadcast), zero where no key is allowed.
+    A 4-D key_mask `(B, 1, Tq, Tk)` (user-built, e.g. packed sequences) gives `C` directly: its normalised rows.
     """
-    q_len = values.shape[2] - query_start if causal else values.shape[2]
     dtype = values.dtype
     values = values.float()
+    if key_mask is not None and key_mask.dim() == 4:
+        return (_normalised_rows(key_mask) @ values).to(dtype)
     if key_mask is None:
         counts = torch.ones(values.shape[2], device=values.device).expand(values.shape[0], -1)
     else:
         counts = F.pad(key_mask.float(), (0, values.shape[2] - key_mask.shape[-1]))[:, -values.shape[2]:]
         values = torch.where(counts[:, None, :, None] > 0, values, 0.0)
     if causal:
-        sums = values.cumsum(2)[:, :, query_start : query_start + q_len]
-        counts = counts.cumsum(-1)[:, query_start : query_start + q_len]
+        rows = torch.arange(q_len, device=values.device) + query_start  # a static cache's length is a tensor
+        sums = values.cumsum(2).index_select(2, rows)
+        counts = counts.cumsum(-1).index_select(1, rows)
     else:
         sums = values.sum(2, keepdim=True)
         counts = counts.sum(-1, keepdim=True)
     return (sums / counts.clamp(min=1)[:, None, :, None]).to(dtype)
 
 
+def _normalised_rows(mask: torch.Tensor) -> torch.Tensor:
+    """`C` of a 4-D mask `(B, 1, Tq, Tk)` (bool, True = allowed; or additive float, 0 = allowed): its rows normalised."""
+    allowed = (mask if mask.dtype == torch.bool else mask == 0).float()
+    return allowed / allowed.sum(-1, keepdim=True).clamp(min=1)
+
+
 def uniform_attention_matrix(key_mask, batch: int, q_len: int, k_len: int, query_start: int, causal: bool, device):
-    """The matrix `C` itself, `(B, 1, Tq, Tk)`: only for eager attention that returns its weights."""
+    """The matrix `C` itself, `(B, 1, Tq, Tk)`: for eager attention that returns its weights, and for 4-D masks
+    (bool, True = allowed; or additive float, 0 = allowed), whose allowed entries are used as given."""
+    if key_mask is not None and key_mask.dim() == 4:
+        return _normalised_rows(key_mask)
     allowed = torch.ones(batch, 1, q_len, k_len, dtype=torch.bool, device=device)
     if causal:
         rows = torch.arange(q_len, device=device)[:, None] + query_start
@@ -340,7 +355,7 @@ class ShapedMixing(nn.Module):
     def forward(self, attn_output, attn_weights, values, current_values, key_mask, query_start, causal):
         out = self._head_gain(self.alpha) * current_values.transpose(1, 2) + self._head_gain(self.beta) * attn_output
         if self.gamma is not None:
-            centre = uniform_attention(values, key_mask, query_start, causal)
+            centre = uniform_attention(values, key_mask, query_start, current_values.shape[2], causal)
             out = out - self._head_gain(self.gamma) * centre.transpose(1, 2)
         if attn_weights is not None:  # eager attention: report the matrix actually applied
             attn_weights = self.effective_weights(attn_weights, key_mask, query_start, causal)
@@ -350,7 +365,7 @@ class ShapedMixing(nn.Module):
         """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix."""
         b, _, q_len, k_len = attn_weights.shape
         eye = torch.zeros(q_len, k_len, device=attn_weights.device, dtype=attn_weights.dtype)
-        eye[torch.arange(q_len), torch.arange(q_len) + k_len - q_len] = 1.0
+        eye[torch.arange(q_len), torch.arange(q_len) + query_start] = 1.0
         gain = lambda g: g.weight.to(attn_weights.dtype)[None, :, None, None]  # noqa: E731
         weights = gain(self.alpha) * eye + gain(self.beta) * attn_weights
         if self.gamma is not None:
@@ -371,6 +386,14 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
     attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)
     return torch.matmul(attn_weights, value).transpose(1, 2).contiguous(), attn_weights
+
+
+def _cache_length(cache: Cache | None, layer_idx: int) -> int | torch.Tensor:
+    """Tokens already cached, read before `update` (a static cache advances its length tensor in place)."""
+    if cache is None:
+        return 0
+    length = cache.get_seq_length(layer_idx)
+    return length.clone() if isinstance(length, torch.Tensor) else length
 
 
 class SimplifiedAttention(nn.Module):
@@ -410,7 +433,7 @@ class SimplifiedAttention(nn.Module):
         heads = lambda t: t.view(batch, q_len, self.num_heads, self.head_dim).transpose(1, 2)  # noqa: E731
         query, key, value = (heads(t) for t in self.qkv(hidden_states))
         query, key = apply_rotary(query, key, position_embeddings)
-        past_length = past_key_values.get_seq_length(self.layer_idx) if past_key_values is not None else 0
+        past_length = _cache_length(past_key_values, self.layer_idx)
         current_value = value
         if past_key_values is not None:
             key, value = past_key_values.update(key, value, self.layer_idx)
@@ -673,7 +696,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         mask_fn = create_causal_mask if causal else create_bidirectional_mask
         mask_kwargs = dict(past_key_values=past_key_values, position_ids=position_ids) if causal else {}
         mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)
-        key_padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
+        key_padding_mask = attention_mask if isinstance(attention_mask, torch.Tensor) else None  # 2-D or 4-D
 
         hidden_states, position_embeddings = self.embed_positions(inputs_embeds, position_ids)
         hidden_states = self.embed_dropout(self.embed_norm(hidden_states))
@@ -700,6 +723,12 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
+
+    @staticmethod
+    def create_masks_for_generate(attention_mask: torch.Tensor | None = None, **kwargs) -> torch.Tensor | None:
+        """With a static cache, `generate` would pre-build a 4-D mask; keep the 2-D padding mask instead: the model
+        builds its mask itself, and shaped attention counts the real keys of its centring term from the 2-D mask."""
+        return attention_mask
 
     def set_output_embeddings(self, new_embeddings: nn.Linear):
         self.lm_head = new_embeddings

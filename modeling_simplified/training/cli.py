@@ -1,0 +1,353 @@
+"""`simplified-train`: train a simplified-transformer model from a preset with the Hugging Face Trainer.
+
+A run writes into its output directory: Trainer checkpoints (`checkpoint-<step>/`), `preset.json` (the resolved
+preset), `metrics.json`, `loss_curve.png` and a Hub-ready export (`export/`). Bad input (unknown preset or field,
+unreachable dataset, an output directory holding another run) prints one message and exits with status 2
+before anything in the output directory is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from modeling_simplified.configuration_simplified import BLOCK_TYPES
+
+from .presets import (
+    EMBEDDED,
+    Preset,
+    UsageError,
+    apply_override,
+    available_presets,
+    build_config,
+    load_preset,
+    parse_preset,
+    switch_block_type,
+    validate,
+)
+
+EPILOG = """examples:
+  simplified-train --preset codeparrot-tiny-sas_p                  # minutes on a laptop CPU, embedded data
+  simplified-train --preset codeparrot-sas --output-dir runs/sas   # the paper's CodeParrot setting
+  simplified-train --preset codeparrot-tiny-sas_p --block-type pre_ln --max-steps 100 --set beta_ff_init=0.2
+  simplified-train --preset crammed-bert-tiny-sas_p --set training.learning_rate=2e-3 --diagnostics
+  simplified-train --preset glue-finetune --init-from runs/crammed-bert-sas_p --dataset-config sst2
+  simplified-train --output-dir runs/x --resume                   # continue from the last checkpoint
+
+--set takes a model field (any SimplifiedConfig field, e.g. hidden_size=256) or training.<field> /
+data.<field> of the preset; values are JSON (numbers, true/false/null) or plain strings.
+presets: """
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simplified-train",
+        description="Train a simplified transformer (He & Hofmann, ICLR 2024) from a preset with the HF Trainer.",
+        epilog=EPILOG + ", ".join(available_presets()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--preset", help="preset name (configuration/<name>.json) or path to a preset .json; "
+                        "with --resume, defaults to the run's saved preset")
+    parser.add_argument("--block-type", choices=BLOCK_TYPES, help="switch the block type (the family's sibling "
+                        "preset if there is one)")
+    parser.add_argument("--max-steps", type=int, help="optimizer steps (overrides the preset's length)")
+    parser.add_argument("--output-dir", help="run directory (default: runs/<preset>)")
+    parser.add_argument("--dataset", help=f"'{EMBEDDED}' (offline corpus shipped with Python), a Hugging Face "
+                        "dataset id, or a dataset folder saved with save_to_disk")
+    parser.add_argument("--dataset-config", help="dataset config name, e.g. the GLUE task (sst2, cola, mnli, ...)")
+    parser.add_argument("--init-from", help="start from a pretrained run (its output dir, export or checkpoint)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its last "
+                        "complete checkpoint")
+    parser.add_argument("--overwrite", action="store_true", help="replace a previous run in --output-dir")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a model field, training.<field> or data.<field> (repeatable)")
+    parser.add_argument("--diagnostics", action="store_true", help="log per-layer gains and activation kurtosis")
+    parser.add_argument("--no-export", action="store_true", help="skip the Hub-ready export")
+    parser.add_argument("--list-presets", action="store_true", help="print the presets and exit")
+    return parser
+
+
+# -- resolving the run -----------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class RunPlan:
+    preset: Preset
+    output_dir: Path
+    resume_from: Path | None
+    explicit_dataset: bool
+    init_from: Path | None
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    """The highest-numbered `checkpoint-<n>` whose `trainer_state.json` was written completely (it is written
+    last, so a run killed while saving leaves an incomplete folder that is skipped)."""
+    best = None
+    for path in output_dir.glob("checkpoint-*"):
+        suffix = path.name.removeprefix("checkpoint-")
+        state = path / "trainer_state.json"
+        if not (suffix.isdigit() and state.is_file()):
+            continue
+        try:
+            json.loads(state.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if best is None or int(suffix) > int(best.name.removeprefix("checkpoint-")):
+            best = path
+    return best
+
+
+def pretrained_dir(path: str) -> Path:
+    """A folder with `config.json` and weights inside a run (`export/`), an export, or a checkpoint."""
+    root = Path(path)
+    for candidate in (root / "export", root):
+        if (candidate / "config.json").is_file():
+            return candidate
+    checkpoint = latest_checkpoint(root) if root.is_dir() else None
+    if checkpoint is not None:
+        return checkpoint
+    raise UsageError(f"--init-from {path!r}: no pretrained model there (expected a run directory, an export or a "
+                     "checkpoint folder with config.json).")
+
+
+def plan_run(args: argparse.Namespace) -> RunPlan:
+    """Resolve preset, overrides and output directory; raises UsageError before anything is written."""
+    if args.resume and args.overwrite:
+        raise UsageError("--resume and --overwrite exclude each other.")
+    if args.preset is None and not (args.resume and args.output_dir):
+        raise UsageError(f"--preset is required (or --resume with --output-dir); available presets: "
+                         f"{', '.join(available_presets())}.")
+    output_dir = Path(args.output_dir or Path("runs") / Path(args.preset).stem)
+    saved = output_dir / "preset.json"
+    if args.preset is None:
+        if not saved.is_file():
+            raise UsageError(f"--resume: {output_dir} holds no run (no preset.json); pass --preset.")
+        preset = parse_preset(json.loads(saved.read_text()), name=output_dir.name)
+    else:
+        preset = load_preset(args.preset)
+    if args.block_type:
+        preset = switch_block_type(preset, args.block_type)
+    for assignment in args.overrides:
+        apply_override(preset, assignment)
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise UsageError(f"--max-steps must be >= 1, got {args.max_steps}.")
+        preset.training.max_steps, preset.training.num_train_epochs = args.max_steps, None
+    if args.dataset:
+        preset.data.dataset = args.dataset
+    if args.dataset_config:
+        preset.data.dataset_config = args.dataset_config
+    if args.init_from:
+        preset.training.init_from = args.init_from
+    validate(preset)
+    init_from = pretrained_dir(preset.training.init_from) if preset.training.init_from else None
+
+    resume_from = None
+    if args.resume:
+        resume_from = latest_checkpoint(output_dir)
+        if resume_from is None:
+            raise UsageError(f"--resume: no complete checkpoint in {output_dir}.")
+        if saved.is_file():
+            before = json.loads(saved.read_text())
+            now = json.loads(json.dumps(preset.to_dict()))
+            changed = sorted(f"{section}.{key}" for section in ("model", "training", "data")
+                             for key in set(before.get(section, {})) | set(now[section])
+                             if before.get(section, {}).get(key) != now[section].get(key))
+            if changed:
+                raise UsageError(f"--resume: the settings differ from the run in {output_dir} "
+                                 f"({', '.join(changed)}); resume with the same preset and overrides.")
+    elif output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())) and not args.overwrite:
+        raise UsageError(f"output directory {output_dir} is not empty; pass --resume to continue its run, "
+                         "--overwrite to replace it, or choose another --output-dir.")
+    return RunPlan(preset=preset, output_dir=output_dir, resume_from=resume_from,
+                   explicit_dataset=bool(args.dataset), init_from=init_from)
+
+
+# -- the run ---------------------------------------------------------------------------------------------------
+def _model_and_tokenizer(plan: RunPlan):
+    """Data first (it may fail with a UsageError), then the model built for its tokenizer and labels."""
+    from transformers import AutoTokenizer, set_seed
+
+    from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification
+
+    from .data import build_task_data
+
+    preset = plan.preset
+    tokenizer = None
+    if plan.init_from is not None:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(plan.init_from))
+        except Exception as err:  # noqa: BLE001
+            raise UsageError(f"--init-from {plan.init_from}: no tokenizer there ({err}).") from None
+    vocab = preset.model.get("vocab_size", 50257)
+    data = build_task_data(preset.task, preset.data, vocab, plan.explicit_dataset, tokenizer)
+    tokenizer = data.tokenizer
+    cls = {"causal-lm": SimplifiedForCausalLM, "masked-lm": SimplifiedForMaskedLM,
+           "sequence-classification": SimplifiedForSequenceClassification}[preset.task]
+    extra: dict[str, Any] = {}
+    if data.num_labels:
+        extra = dict(num_labels=data.num_labels, id2label=dict(enumerate(data.label_names)),
+                     label2id={name: i for i, name in enumerate(data.label_names)})
+    set_seed(preset.training.seed)
+    if plan.init_from is not None:
+        fine_tune = {k: v for k, v in preset.model.items() if k.endswith("dropout")}
+        try:
+            model = cls.from_pretrained(str(plan.init_from), **fine_tune, **extra)
+        except Exception as err:  # noqa: BLE001
+            raise UsageError(f"--init-from {plan.init_from}: cannot load a model there ({err}).") from None
+    else:
+        first = lambda *ids: next((i for i in ids if i is not None), None)  # noqa: E731
+        specials = dict(pad_token_id=tokenizer.pad_token_id,
+                        bos_token_id=first(tokenizer.bos_token_id, tokenizer.cls_token_id),
+                        eos_token_id=first(tokenizer.eos_token_id, tokenizer.sep_token_id))
+        fields = {**preset.model, "vocab_size": len(tokenizer), **specials, **extra}
+        model = cls(build_config(fields, where=f"preset {preset.name!r} model"))
+    return model, data
+
+
+def _compute_metrics(eval_pred) -> dict[str, float]:
+    import numpy as np
+
+    logits, labels = eval_pred.predictions, eval_pred.label_ids
+    logits = logits[0] if isinstance(logits, tuple) else logits
+    if logits.ndim == 2 and logits.shape[-1] == 1:  # regression (STS-B)
+        return {"pearson": float(np.corrcoef(logits[:, 0], labels)[0, 1])}
+    return {"accuracy": float((logits.argmax(-1) == labels).mean())}
+
+
+def _export(model, tokenizer, export_dir: Path, run_info: dict[str, Any]) -> Path:
+    """The Hub-ready export (the hub_cards tool), or a plain save_pretrained folder if that tool is absent."""
+    try:
+        from modeling_simplified.hub_cards.export import export_model
+    except ModuleNotFoundError as err:
+        if "export" not in str(err):
+            raise
+        print("simplified-train: note: hub_cards.export is not available; writing a plain save_pretrained "
+              "folder (no model card).", file=sys.stderr)
+        model.save_pretrained(export_dir)
+        tokenizer.save_pretrained(export_dir)
+        if run_info.get("loss_curve"):
+            shutil.copy(run_info["loss_curve"], export_dir / "loss_curve.png")
+        return export_dir
+    return Path(export_model(model, export_dir, tokenizer=tokenizer, run_info=run_info))
+
+
+def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[str, Any]:
+    """Train as planned; returns the metrics written to `metrics.json`."""
+    from transformers import DataCollatorForLanguageModeling, DataCollatorWithPadding
+
+    from .callbacks import DiagnosticsCallback
+    from .plotting import plot_loss_curve
+    from .trainer import SimplifiedTrainer, training_arguments
+
+    started = time.time()
+    preset, out = plan.preset, plan.output_dir
+    model, data = _model_and_tokenizer(plan)
+
+    # everything that can fail on user input has been checked: from here on the output directory is written
+    out.mkdir(parents=True, exist_ok=True)
+    if plan.resume_from is None:
+        for stale in [*out.glob("checkpoint-*"), out / "export"]:
+            shutil.rmtree(stale, ignore_errors=True)
+        for stale in ("metrics.json", "loss_curve.png"):
+            (out / stale).unlink(missing_ok=True)
+    (out / "preset.json").write_text(json.dumps(preset.to_dict(), indent=2) + "\n")
+
+    if preset.task == "sequence-classification":
+        collator = DataCollatorWithPadding(data.tokenizer)
+    else:
+        collator = DataCollatorForLanguageModeling(data.tokenizer, mlm=preset.task == "masked-lm",
+                                                   mlm_probability=preset.data.mlm_probability,
+                                                   seed=preset.training.seed)
+    diag = DiagnosticsCallback(model) if diagnostics else None
+    args = training_arguments(preset.training, str(out), eval_on_start=plan.resume_from is None)
+    trainer = SimplifiedTrainer(
+        model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
+        processing_class=data.tokenizer, recipe=preset.training, diagnostics=diag,
+        callbacks=[diag] if diag else None,
+        compute_metrics=_compute_metrics if preset.task == "sequence-classification" else None,
+    )
+    train_start = time.time()
+    tokens_before = 0
+    if plan.resume_from is not None:
+        state = json.loads((plan.resume_from / "trainer_state.json").read_text())
+        tokens_before = state.get("num_input_tokens_seen", 0)
+    result = trainer.train(resume_from_checkpoint=str(plan.resume_from) if plan.resume_from else None)
+    train_time = time.time() - train_start
+    final_eval = trainer.evaluate()
+
+    history = trainer.state.log_history
+    train_losses = [e["loss"] for e in history if "loss" in e]
+    curve = plot_loss_curve(history, out / "loss_curve.png",
+                            title=f"{preset.name} ({model.config.block_type}) on {data.source}")
+    tokens = int(trainer.state.num_input_tokens_seen)
+    metrics: dict[str, Any] = {
+        "preset": preset.name,
+        "task": preset.task,
+        "block_type": model.config.block_type,
+        "dataset": data.source,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "steps": trainer.state.global_step,
+        "tokens_seen": tokens,
+        "tokens_per_second": (tokens - tokens_before) / max(train_time, 1e-9),
+        "train_loss": train_losses[-1] if train_losses else None,
+        "train_loss_mean": result.training_loss,
+        "eval_loss": final_eval["eval_loss"],
+        "learning_rate": preset.training.learning_rate,
+        "train_time_s": train_time,
+        "resumed_from": str(plan.resume_from) if plan.resume_from else None,
+    }
+    if preset.task == "sequence-classification":
+        labels = list(data.eval["label"])
+        metrics["eval_accuracy"] = final_eval.get("eval_accuracy")
+        metrics["majority_baseline"] = max(labels.count(v) for v in set(labels)) / len(labels)
+    else:
+        metrics["perplexity"] = math.exp(min(final_eval["eval_loss"], 700.0))
+    if diag is not None:
+        metrics["diagnostics"] = diag.collect(model)
+
+    if export:
+        run_info = {"dataset": data.source, "steps": metrics["steps"], "tokens_seen": tokens,
+                    "learning_rate": preset.training.learning_rate, "train_loss": metrics["train_loss"],
+                    "eval_loss": metrics["eval_loss"], "perplexity": metrics.get("perplexity"),
+                    "loss_curve": str(curve), "license": "apache-2.0"}
+        if not str(preset.data.dataset).startswith(EMBEDDED) and not data.source.startswith("embedded"):
+            run_info["datasets"] = [preset.data.dataset]
+        metrics["wall_time_s"] = time.time() - started
+        run_info["wall_time_s"] = metrics["wall_time_s"]
+        metrics["export"] = str(_export(trainer.model, data.tokenizer, out / "export",
+                                        {k: v for k, v in run_info.items() if v is not None}))
+    metrics["wall_time_s"] = time.time() - started
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns the exit status (0, or 2 for bad input)."""
+    args = build_parser().parse_args(argv)
+    if args.list_presets:
+        for name in available_presets():
+            print(f"{name:32s} {load_preset(name).paper}")
+        return 0
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        plan = plan_run(args)
+        metrics = run(plan, diagnostics=args.diagnostics, export=not args.no_export)
+    except UsageError as err:
+        print(f"simplified-train: error: {err}", file=sys.stderr)
+        return 2
+    summary = {k: metrics[k] for k in ("steps", "tokens_seen", "train_loss", "eval_loss", "perplexity",
+                                       "eval_accuracy", "majority_baseline", "wall_time_s") if k in metrics}
+    print(f"simplified-train: done in {plan.output_dir}: " + json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""Datasets and tokenizers of the three tasks.
+
+- causal-lm: CodeParrot (`huggingface-course/codeparrot-ds-train` / `-valid`, column `content`, optionally
+  streamed), tokenised into full `seq_len` windows exactly as the Hugging Face course, chapter 7.6 (truncation
+  with overflowing tokens, windows shorter than `seq_len` dropped); a byte-level BPE tokenizer trained from the
+  data. Embedded default: the stdlib source (corpus.py).
+- masked-lm: an HF Pile dataset (column `text`) or the embedded prose, tokenised with a WordPiece tokenizer
+  (`[CLS] doc [SEP]`), concatenated and cut into `seq_len` blocks (course chapter 7.3).
+- sequence-classification: a GLUE task of `nyu-mll/glue` by name, or the embedded `stdlib-topic` task.
+
+A dataset that was asked for explicitly and cannot be loaded raises `UsageError` with one clear message; a
+preset's default dataset falls back to the embedded corpus (with a warning) when its host is unreachable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+from transformers import PreTrainedTokenizerFast
+
+from . import corpus
+from .presets import EMBEDDED, EMBEDDED_TASK, DataSpec, UsageError
+
+CODEPARROT_TRAIN = "huggingface-course/codeparrot-ds-train"
+CODEPARROT_VALID = "huggingface-course/codeparrot-ds-valid"
+GLUE = "nyu-mll/glue"
+#: GLUE task → (first text column, second text column or None, number of labels (1: regression), eval split)
+GLUE_TASKS: dict[str, tuple[str, str | None, int, str]] = {
+    "cola": ("sentence", None, 2, "validation"),
+    "sst2": ("sentence", None, 2, "validation"),
+    "mrpc": ("sentence1", "sentence2", 2, "validation"),
+    "qqp": ("question1", "question2", 2, "validation"),
+    "stsb": ("sentence1", "sentence2", 1, "validation"),
+    "mnli": ("premise", "hypothesis", 3, "validation_matched"),
+    "qnli": ("question", "sentence", 2, "validation"),
+    "rte": ("sentence1", "sentence2", 2, "validation"),
+    "wnli": ("sentence1", "sentence2", 2, "validation"),
+}
+BPE_SPECIALS = ("<|endoftext|>",)
+WORDPIECE_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+@dataclass
+class TaskData:
+    """What the trainer needs: datasets, tokenizer and, for classification, the label set."""
+
+    train: datasets.Dataset | datasets.IterableDataset
+    eval: datasets.Dataset
+    tokenizer: PreTrainedTokenizerFast
+    source: str  # a human-readable name of the data actually used
+    num_labels: int = 0
+    label_names: tuple[str, ...] = ()
+
+
+def warn(message: str) -> None:
+    print(f"simplified-train: warning: {message}", file=sys.stderr, flush=True)
+
+
+# -- loading raw text ------------------------------------------------------------------------------------------
+def _offline() -> bool:
+    return bool(datasets.config.HF_HUB_OFFLINE)
+
+
+def _host_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP check of the Hub endpoint, so an unreachable host fails in seconds, not after minutes of
+    retries."""
+    from huggingface_hub import constants
+
+    url = urllib.parse.urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def load_remote(dataset_id: str, config: str | None, split: str, streaming: bool):
+    """`datasets.load_dataset` (or `load_from_disk` for a saved folder) with any failure as `UsageError`."""
+    local = Path(dataset_id)
+    try:
+        if local.is_dir() and any((local / f).is_file() for f in ("dataset_dict.json", "dataset_info.json")):
+            loaded = datasets.load_from_disk(str(local))
+            return loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded
+        if not local.exists() and not _offline() and not _host_reachable():
+            raise ConnectionError("the dataset host is unreachable")
+        return datasets.load_dataset(dataset_id, config, split=split, streaming=streaming)
+    except Exception as err:  # noqa: BLE001 - every loading failure becomes one clear message
+        where = f"{dataset_id!r}" + (f" (config {config!r})" if config else "") + f", split {split!r}"
+        reason = " ".join(str(err).split())[:300] or type(err).__name__
+        raise UsageError(f"cannot load dataset {where}: {reason}. Check the id and your connection, or use "
+                         f"--dataset {EMBEDDED} for the offline corpus that ships with Python.") from None
+
+
+def _take(ds, n: int | None):
+    if n is None:
+        return ds
+    if isinstance(ds, datasets.IterableDataset):
+        return ds.take(n)
+    return ds.select(range(min(n, len(ds))))
+
+
+def _materialise(ds) -> datasets.Dataset:
+    """An in-memory Dataset from a (possibly streamed, already capped) dataset."""
+    if isinstance(ds, datasets.IterableDataset):
+        return datasets.Dataset.from_list(list(ds))
+    return ds
+
+
+def _raw_text(spec: DataSpec, task: str, explicit: bool):
+    """(train, eval, text column, source name) of raw text, falling back to the embedded corpus when the preset's
+    own dataset cannot be loaded (a dataset asked for explicitly is never replaced)."""
+    if spec.dataset != EMBEDDED:
+        try:
+            if task == "causal-lm":
+                train = load_remote(spec.dataset, spec.dataset_config, spec.train_split, spec.streaming)
+                eval_id = spec.eval_dataset or spec.dataset
+                eval_split = spec.eval_split if spec.eval_dataset is None else spec.train_split
+                evaluation = load_remote(eval_id, spec.dataset_config, eval_split, spec.streaming)
+            else:
+                train = load_remote(spec.dataset, spec.dataset_config, spec.train_split, spec.streaming)
+                evaluation = load_remote(spec.eval_dataset or spec.dataset, spec.dataset_config, spec.eval_split,
+                                         spec.streaming)
+            return train, evaluation, spec.text_column, spec.dataset
+        except UsageError as err:
+            if explicit:
+                raise
+            warn(f"{err} Falling back to the embedded corpus.")
+    if task == "causal-lm":
+        return (corpus.code_dataset("train", spec.max_train_samples), corpus.code_dataset("validation"),
+                corpus.CODE_COLUMN, "embedded: Python standard library source")
+    return (corpus.prose_dataset("train", spec.max_train_samples), corpus.prose_dataset("validation"),
+            corpus.PROSE_COLUMN, "embedded: pydoc topics + stdlib docstrings")
+
+
+# -- tokenizers ------------------------------------------------------------------------------------------------
+def tokenizer_cache_dir() -> Path:
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HOME) / "simplified-transformers" / "tokenizers"
+
+
+def _texts(ds, column: str, n: int):
+    for i, row in enumerate(ds):
+        if i >= n:
+            break
+        yield row[column]
+
+
+def train_tokenizer(kind: str, texts, vocab_size: int) -> PreTrainedTokenizerFast:
+    """A byte-level BPE (`bpe`, GPT-2 style, `<|endoftext|>` as bos/eos/pad) or a lower-cased WordPiece
+    (`wordpiece`, BERT's special tokens and `[CLS] A [SEP]` template) trained on `texts`."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    if kind == "bpe":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(BPE_SPECIALS),
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tok.train_from_iterator(texts, trainer)
+        special = BPE_SPECIALS[0]
+        return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=special, eos_token=special,
+                                       pad_token=special, unk_token=special)
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size,
+                                                             special_tokens=list(WORDPIECE_SPECIALS),
+                                                             show_progress=False))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]")
+
+
+def cached_tokenizer(kind: str, vocab_size: int, identity: dict[str, Any], texts_fn) -> PreTrainedTokenizerFast:
+    """Train a tokenizer once per (kind, vocab, data identity) and keep it under HF_HOME."""
+    key = hashlib.sha256(json.dumps({"kind": kind, "vocab": vocab_size, **identity}, sort_keys=True).encode())
+    path = tokenizer_cache_dir() / f"{kind}-{vocab_size}-{key.hexdigest()[:16]}"
+    if not (path / "tokenizer.json").is_file():
+        tokenizer = train_tokenizer(kind, texts_fn(), vocab_size)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".tmp-"))
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, path)
+        except OSError:  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+    return PreTrainedTokenizerFast.from_pretrained(str(path))
+
+
+def load_tokenizer(name: str) -> PreTrainedTokenizerFast:
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(name)
+    except Exception as err:  # noqa: BLE001
+        reason = " ".join(str(err).split())[:300]
+        raise UsageError(f"cannot load tokenizer {name!r}: {reason}") from None
+
+
+# -- tokenised datasets ----------------------------------------------------------------------------------------
+def chunk_causal(batch: dict, tokenizer, column: str, seq_len: int) -> dict:
+    """HF course 7.6: split each text into `seq_len` windows, keep only the full ones."""
+    outputs = tokenizer(batch[column], truncation=True, max_length=seq_len, return_overflowing_tokens=True,
+                        return_length=True)
+    return {"input_ids": [ids for length, ids in zip(outputs["length"], outputs["input_ids"]) if length == seq_len]}
+
+
+def group_masked(batch: dict, tokenizer, column: str, seq_len: int) -> dict:
+    """HF course 7.3: tokenise (`[CLS] doc [SEP]`), concatenate, cut into `seq_len` blocks (rest dropped)."""
+    ids = [i for seq in tokenizer(batch[column])["input_ids"] for i in seq]
+    blocks = [ids[i: i + seq_len] for i in range(0, len(ids) - seq_len + 1, seq_len)]
+    return {"input_ids": blocks, "attention_mask": [[1] * seq_len for _ in blocks]}
+
+
+def _tokenise(ds, fn, **kwargs):
+    columns = getattr(ds, "column_names", None)
+    map_kwargs = {} if isinstance(ds, datasets.IterableDataset) else {"desc": "tokenising"}
+    return ds.map(fn, batched=True, remove_columns=columns or None, fn_kwargs=kwargs, **map_kwargs)
+
+
+def _language_modelling(spec: DataSpec, task: str, vocab_size: int, explicit: bool) -> TaskData:
+    train_raw, eval_raw, column, source = _raw_text(spec, task, explicit)
+    if spec.dataset != EMBEDDED and not source.startswith("embedded"):
+        train_raw = _take(train_raw, spec.max_train_samples)
+    kind = "bpe" if task == "causal-lm" else "wordpiece"
+    if spec.tokenizer:
+        tokenizer = load_tokenizer(spec.tokenizer)
+    else:
+        identity = {"source": source, "config": spec.dataset_config, "split": spec.train_split, "column": column,
+                    "samples": spec.tokenizer_train_samples, "max_train": spec.max_train_samples,
+                    "python": sys.version.split()[0] if source.startswith("embedded") else None}
+        tokenizer = cached_tokenizer(kind, vocab_size, identity,
+                                     lambda: _texts(train_raw, column, spec.tokenizer_train_samples))
+    fn = chunk_causal if task == "causal-lm" else group_masked
+    kwargs = dict(tokenizer=tokenizer, column=column, seq_len=spec.seq_len)
+    train = _tokenise(train_raw, fn, **kwargs)
+    evaluation = _materialise(_take(_tokenise(eval_raw, fn, **kwargs), spec.max_eval_samples))
+    if not isinstance(train, datasets.IterableDataset) and len(train) == 0 or len(evaluation) == 0:
+        raise UsageError(f"the data from {source} yields no full {spec.seq_len}-token example for training or "
+                         "evaluation; use more data (data.max_train_samples) or a shorter data.seq_len.")
+    return TaskData(train=train, eval=evaluation, tokenizer=tokenizer, source=source)
+
+
+def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, vocab_size: int,
+                    explicit: bool) -> TaskData:
+    if spec.dataset == EMBEDDED:
+        train_raw, eval_raw = corpus.topic_dataset("train"), corpus.topic_dataset("validation")
+        first, second, labels = "sentence", None, corpus.TOPIC_LABELS
+        source = f"embedded: {EMBEDDED_TASK} (stdlib docstrings, {' vs '.join(labels)})"
+    else:
+        if spec.dataset == GLUE and spec.dataset_config not in GLUE_TASKS:
+            raise UsageError(f"data.dataset_config={spec.dataset_config!r} is not a GLUE task; allowed values: "
+                             f"{', '.join(GLUE_TASKS)}.")
+        first, second, num, eval_split = GLUE_TASKS.get(spec.dataset_config, ("sentence", None, 2, spec.eval_split))
+        if spec.dataset != GLUE or spec.eval_split != "validation":
+            eval_split = spec.eval_split
+        train_raw = load_remote(spec.dataset, spec.dataset_config, spec.train_split, False)
+        eval_raw = load_remote(spec.dataset, spec.dataset_config, eval_split, False)
+        feature = train_raw.features.get("label")
+        labels = tuple(feature.names) if num > 1 and hasattr(feature, "names") else ("score",) * num
+        source = f"{spec.dataset}/{spec.dataset_config}" if spec.dataset_config else spec.dataset
+    train_raw = _take(train_raw, spec.max_train_samples)
+    eval_raw = _take(eval_raw, spec.max_eval_samples)
+    if tokenizer is None:
+        prose = corpus.prose_dataset("train")
+        identity = {"source": "embedded: pydoc topics + stdlib docstrings", "config": None, "split": "train",
+                    "column": corpus.PROSE_COLUMN, "samples": spec.tokenizer_train_samples, "max_train": None,
+                    "python": sys.version.split()[0]}
+        tokenizer = cached_tokenizer("wordpiece", vocab_size, identity,
+                                     lambda: _texts(prose, corpus.PROSE_COLUMN, spec.tokenizer_train_samples))
+
+    def encode(batch):
+        pair = (batch[first],) if second is None else (batch[first], batch[second])
+        return tokenizer(*pair, truncation=True, max_length=spec.seq_len)
+
+    keep = {"label"}
+    train = train_raw.map(encode, batched=True, remove_columns=[c for c in train_raw.column_names if c not in keep])
+    evaluation = eval_raw.map(encode, batched=True, remove_columns=[c for c in eval_raw.column_names if c not in keep])
+    return TaskData(train=train, eval=evaluation, tokenizer=tokenizer, source=source, num_labels=len(labels),
+                    label_names=tuple(labels))
+
+
+def build_task_data(task: str, spec: DataSpec, vocab_size: int, explicit_dataset: bool = False,
+                    tokenizer: PreTrainedTokenizerFast | None = None) -> TaskData:
+    """The tokenised train/eval data and tokenizer of `task` as `spec` describes."""
+    if task == "sequence-classification":
+        return _classification(spec, tokenizer, vocab_size, explicit_dataset)
+    return _language_modelling(spec, task, vocab_size, explicit_dataset)

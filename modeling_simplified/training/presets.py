@@ -1,0 +1,310 @@
+"""Training presets: one JSON per paper setting in `configuration/`, validated into typed dataclasses.
+
+A preset is `{"paper": str, "task": str, "model": {SimplifiedConfig fields}, "training": {...}, "data": {...}}`.
+Every key is checked: an unknown key, a wrong type or a value outside its allowed set raises `UsageError`, whose
+message names the field and the allowed values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from modeling_simplified.configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig
+
+#: Where the preset JSONs live: `configuration/` at the repository root (an editable install or a checkout).
+PRESET_DIR = Path(__file__).resolve().parents[2] / "configuration"
+
+TASKS = ("causal-lm", "masked-lm", "sequence-classification")
+LR_SCHEDULERS = ("linear", "cosine", "constant_with_warmup")
+EMBEDDED = "embedded"
+#: The offline labelled task used by `glue` presets when `data.dataset` is "embedded" (see corpus.py).
+EMBEDDED_TASK = "stdlib-topic"
+
+#: SimplifiedConfig fields a preset or `--set` may name (the config's own fields; labels come from the data).
+MODEL_FIELDS: tuple[str, ...] = tuple(SimplifiedConfig.__annotations__)
+
+
+class UsageError(ValueError):
+    """Bad user input (preset, override, dataset, output directory): the CLI prints it and exits non-zero."""
+
+
+@dataclasses.dataclass
+class TrainingRecipe:
+    """Optimiser, schedule, batch and bookkeeping of a run (paper App. D; DESIGN.md §4)."""
+
+    learning_rate: float
+    weight_decay: float = 0.1
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    max_grad_norm: float = 1.0
+    lr_scheduler: str = "linear"
+    #: fraction of the steps with linearly rising lr; 0.75 gives crammed BERT's triangle (peak at 75%)
+    warmup_ratio: float = 0.05
+    max_steps: int | None = None
+    num_train_epochs: float | None = None
+    per_device_train_batch_size: int = 32
+    gradient_accumulation_steps: int = 1
+    per_device_eval_batch_size: int = 64
+    #: crammed BERT's batch ramp: the effective batch grows linearly from `per_device_train_batch_size` to this
+    #: by `batch_ramp_fraction` of the micro-batch steps (None: no ramp)
+    batch_ramp_to: int | None = None
+    batch_ramp_fraction: float = 0.6
+    eval_steps: int = 500
+    logging_steps: int = 50
+    save_steps: int = 1000
+    save_total_limit: int | None = 3
+    seed: int = 0
+    #: a pretrained run (output dir, export or checkpoint) to start from; fine-tuning presets use it
+    init_from: str | None = None
+
+
+@dataclasses.dataclass
+class DataSpec:
+    """Where the text comes from and how it becomes fixed-length examples."""
+
+    #: "embedded" (offline corpus of the running Python) or a Hugging Face dataset id
+    dataset: str = EMBEDDED
+    #: a separate dataset id for evaluation (CodeParrot ships train and valid as two repos)
+    eval_dataset: str | None = None
+    #: dataset config name (GLUE task: sst2, cola, ...; the Pile: a subset)
+    dataset_config: str | None = None
+    train_split: str = "train"
+    eval_split: str = "validation"
+    text_column: str = "content"
+    streaming: bool = False
+    seq_len: int = 128
+    #: tokenizer path or id; None trains one from the training data (BPE for causal, WordPiece for masked)
+    tokenizer: str | None = None
+    #: documents used to train the tokenizer
+    tokenizer_train_samples: int = 100_000
+    #: cap on training documents (files for the embedded code corpus); None: all
+    max_train_samples: int | None = None
+    #: cap on evaluation examples (chunks); None: all
+    max_eval_samples: int | None = 1000
+    mlm_probability: float = 0.25
+
+
+@dataclasses.dataclass
+class Preset:
+    """A validated preset. `model` stays a dict of SimplifiedConfig fields (so overrides compose)."""
+
+    name: str
+    paper: str
+    task: str
+    model: dict[str, Any]
+    training: TrainingRecipe
+    data: DataSpec
+
+    def config(self, **extra) -> SimplifiedConfig:
+        """The SimplifiedConfig of the model section (plus `extra`), with bad values as `UsageError`."""
+        return build_config({**self.model, **extra}, where=f"preset {self.name!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"paper": self.paper, "task": self.task, "model": dict(self.model),
+                "training": dataclasses.asdict(self.training), "data": dataclasses.asdict(self.data)}
+
+
+# -- loading -------------------------------------------------------------------------------------------------
+def available_presets() -> list[str]:
+    """Names of the presets in `configuration/`."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+
+
+def load_preset(name_or_path: str) -> Preset:
+    """Load and validate a preset by name (`configuration/<name>.json`) or by path to a JSON file."""
+    path = Path(name_or_path)
+    if not (name_or_path.endswith(".json") and path.is_file()):
+        path = PRESET_DIR / f"{name_or_path}.json"
+    if not path.is_file():
+        raise UsageError(f"unknown preset {name_or_path!r}; available presets: {', '.join(available_presets())} "
+                         "(or a path to a preset .json file).")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise UsageError(f"preset file {path} is not valid JSON: {err}") from None
+    return parse_preset(raw, name=path.stem)
+
+
+def parse_preset(raw: dict[str, Any], name: str = "<preset>") -> Preset:
+    """Validate a preset dict: known keys only, typed values, a model section that builds a SimplifiedConfig."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"preset {name!r} must be a JSON object, got {type(raw).__name__}.")
+    _check_keys(raw, ("paper", "task", "model", "training", "data"), f"preset {name!r}")
+    for key in ("paper", "task", "model", "training"):
+        if key not in raw:
+            raise UsageError(f"preset {name!r} lacks the required key {key!r}.")
+    if raw["task"] not in TASKS:
+        raise UsageError(f"preset {name!r}: task={raw['task']!r} is not valid; allowed values: {', '.join(TASKS)}.")
+    model = dict(raw["model"])
+    _check_keys(model, MODEL_FIELDS, f"preset {name!r} model")
+    preset = Preset(
+        name=name,
+        paper=_typed(raw["paper"], str, f"preset {name!r} paper"),
+        task=raw["task"],
+        model=model,
+        training=_dataclass_from(TrainingRecipe, raw["training"], f"preset {name!r} training"),
+        data=_dataclass_from(DataSpec, raw.get("data", {}), f"preset {name!r} data"),
+    )
+    validate(preset)
+    return preset
+
+
+def validate(preset: Preset) -> SimplifiedConfig:
+    """Value checks that types cannot express; returns the model config."""
+    t, d, where = preset.training, preset.data, f"preset {preset.name!r}"
+    if t.lr_scheduler not in LR_SCHEDULERS:
+        raise UsageError(f"{where}: training.lr_scheduler={t.lr_scheduler!r} is not valid; allowed values: "
+                         f"{', '.join(LR_SCHEDULERS)}.")
+    if (t.max_steps is None) == (t.num_train_epochs is None):
+        raise UsageError(f"{where}: set exactly one of training.max_steps and training.num_train_epochs.")
+    positive = {"training.learning_rate": t.learning_rate, "training.per_device_train_batch_size":
+                t.per_device_train_batch_size, "training.gradient_accumulation_steps": t.gradient_accumulation_steps,
+                "training.per_device_eval_batch_size": t.per_device_eval_batch_size, "training.eval_steps":
+                t.eval_steps, "training.logging_steps": t.logging_steps, "training.save_steps": t.save_steps,
+                "data.seq_len": d.seq_len, "data.tokenizer_train_samples": d.tokenizer_train_samples}
+    for field in ("max_steps", "num_train_epochs", "save_total_limit", "batch_ramp_to"):
+        if getattr(t, field) is not None:
+            positive[f"training.{field}"] = getattr(t, field)
+    for field in ("max_train_samples", "max_eval_samples"):
+        if getattr(d, field) is not None:
+            positive[f"data.{field}"] = getattr(d, field)
+    for field, value in positive.items():
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{where}: {field} must be > 0, got {value}.")
+    for field, value, lo, hi in (("training.warmup_ratio", t.warmup_ratio, 0.0, 1.0),
+                                 ("training.adam_beta1", t.adam_beta1, 0.0, 1.0),
+                                 ("training.adam_beta2", t.adam_beta2, 0.0, 1.0),
+                                 ("training.batch_ramp_fraction", t.batch_ramp_fraction, 0.0, 1.0),
+                                 ("data.mlm_probability", d.mlm_probability, 0.0, 1.0)):
+        if not lo <= value < hi:
+            raise UsageError(f"{where}: {field} must be in [{lo}, {hi}), got {value}.")
+    for field in ("weight_decay", "adam_epsilon", "max_grad_norm"):
+        if not (math.isfinite(getattr(t, field)) and getattr(t, field) >= 0):
+            raise UsageError(f"{where}: training.{field} must be >= 0, got {getattr(t, field)}.")
+    if t.batch_ramp_to is not None:
+        if preset.task != "masked-lm":
+            raise UsageError(f"{where}: training.batch_ramp_to is implemented for masked-lm presets only.")
+        if t.batch_ramp_to % t.per_device_train_batch_size or t.batch_ramp_to < t.per_device_train_batch_size:
+            raise UsageError(f"{where}: training.batch_ramp_to ({t.batch_ramp_to}) must be a multiple of "
+                             f"training.per_device_train_batch_size ({t.per_device_train_batch_size}).")
+        if t.gradient_accumulation_steps != 1:
+            raise UsageError(f"{where}: training.batch_ramp_to replaces gradient accumulation; set "
+                             "training.gradient_accumulation_steps to 1.")
+    if preset.task == "causal-lm" and preset.model.get("is_causal") is False:
+        raise UsageError(f"{where}: a causal-lm preset cannot set model.is_causal=false.")
+    if d.seq_len > preset.model.get("max_position_embeddings", 1024) and \
+            preset.model.get("position_embedding_type", "sinusoidal") == "learned":
+        raise UsageError(f"{where}: data.seq_len ({d.seq_len}) exceeds model.max_position_embeddings.")
+    return preset.config()
+
+
+# -- overrides -------------------------------------------------------------------------------------------------
+def apply_override(preset: Preset, assignment: str) -> None:
+    """Apply one `--set` assignment in place: `field=value` (a model field), `model.f=v`, `training.f=v`,
+    `data.f=v`. The value is parsed as JSON when it can be (numbers, true/false/null), else taken as a string."""
+    key, sep, text = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise UsageError(f"--set expects field=value, got {assignment!r}.")
+    value = _parse_value(text)
+    section, _, field = key.rpartition(".")
+    section = section or "model"
+    if section == "model":
+        if field not in MODEL_FIELDS:
+            raise UsageError(f"--set {key}: unknown config field {field!r}; allowed model fields: "
+                             f"{', '.join(MODEL_FIELDS)}; or training.<field> ({', '.join(_names(TrainingRecipe))}) "
+                             f"or data.<field> ({', '.join(_names(DataSpec))}).")
+        preset.model[field] = value
+        return
+    targets = {"training": preset.training, "data": preset.data}
+    if section not in targets:
+        raise UsageError(f"--set {key}: unknown section {section!r}; allowed sections: model, training, data.")
+    cls = type(targets[section])
+    if field not in _names(cls):
+        raise UsageError(f"--set {key}: unknown {section} field {field!r}; allowed {section} fields: "
+                         f"{', '.join(_names(cls))}.")
+    setattr(targets[section], field, _typed(value, typing.get_type_hints(cls)[field], f"--set {key}"))
+
+
+def switch_block_type(preset: Preset, block_type: str) -> Preset:
+    """The preset for another block type: the sibling preset of the same family if there is one (e.g.
+    `codeparrot-tiny-sas_p` → `codeparrot-tiny-pre_ln`), else this preset with the block-specific model fields
+    dropped so that the new block type's defaults apply."""
+    if block_type not in BLOCK_TYPES:
+        raise UsageError(f"--block-type {block_type!r} is not valid; allowed values: {', '.join(BLOCK_TYPES)}.")
+    current = preset.model.get("block_type", "pre_ln")
+    if block_type == current:
+        return preset
+    if preset.name.endswith(f"-{current}"):
+        sibling = preset.name[: -len(current)] + block_type
+        if sibling in available_presets():
+            return load_preset(sibling)
+    structural = set(BLOCK_PRESETS[current]) | {"beta_ff_init"}
+    preset.model = {k: v for k, v in preset.model.items() if k not in structural}
+    preset.model["block_type"] = block_type
+    validate(preset)
+    return preset
+
+
+def build_config(fields: dict[str, Any], where: str = "model") -> SimplifiedConfig:
+    """`SimplifiedConfig(**fields)` with unknown fields and invalid values reported as `UsageError`."""
+    _check_keys(fields, MODEL_FIELDS + ("num_labels", "id2label", "label2id", "problem_type"), where)
+    try:
+        return SimplifiedConfig(**fields)
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"{where}: {err}") from None
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+def _names(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _check_keys(mapping: dict, allowed, where: str) -> None:
+    if not isinstance(mapping, dict):
+        raise UsageError(f"{where} must be a JSON object, got {type(mapping).__name__}.")
+    unknown = sorted(set(mapping) - set(allowed))
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: "
+                         f"{', '.join(allowed)}.")
+
+
+def _typed(value, annotation, where: str):
+    """Check `value` against a simple annotation; ints are accepted for floats."""
+    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    for arg in args:
+        if arg is type(None) and value is None:
+            return value
+        if arg is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if arg is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if arg in (str, bool) and isinstance(value, arg):
+            return value
+    names = " | ".join("null" if a is type(None) else a.__name__ for a in args)
+    raise UsageError(f"{where} must be of type {names}, got {value!r}.")
+
+
+def _dataclass_from(cls, raw: dict, where: str):
+    _check_keys(raw, _names(cls), where)
+    kwargs, hints = {}, typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in raw:
+            kwargs[f.name] = _typed(raw[f.name], hints[f.name], f"{where}.{f.name}")
+        elif f.default is dataclasses.MISSING:
+            raise UsageError(f"{where} lacks the required field {f.name!r}.")
+    return cls(**kwargs)
+
+
+def _parse_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text

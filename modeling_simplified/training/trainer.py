@@ -1,0 +1,155 @@
+"""The Trainer side of a run: `TrainingArguments` from a recipe, a `Trainer` whose AdamW uses the model core's
+weight-decay groups, and crammed BERT's batch ramp."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from transformers import Trainer, TrainingArguments
+
+from modeling_simplified.optimization import parameter_groups
+
+from .presets import TrainingRecipe
+
+
+def training_arguments(recipe: TrainingRecipe, output_dir: str, **overrides: Any) -> TrainingArguments:
+    """TrainingArguments of a recipe: AdamW hyper-parameters, clip, schedule with linear warmup over
+    `warmup_ratio` of the steps (0.75 gives crammed BERT's triangle), periodic eval, logging and checkpoints."""
+    kwargs: dict[str, Any] = dict(
+        output_dir=output_dir,
+        max_steps=recipe.max_steps if recipe.max_steps is not None else -1,
+        num_train_epochs=recipe.num_train_epochs if recipe.num_train_epochs is not None else 1.0,
+        per_device_train_batch_size=recipe.per_device_train_batch_size,
+        per_device_eval_batch_size=recipe.per_device_eval_batch_size,
+        gradient_accumulation_steps=recipe.gradient_accumulation_steps,
+        learning_rate=recipe.learning_rate,
+        weight_decay=recipe.weight_decay,
+        adam_beta1=recipe.adam_beta1,
+        adam_beta2=recipe.adam_beta2,
+        adam_epsilon=recipe.adam_epsilon,
+        max_grad_norm=recipe.max_grad_norm,
+        lr_scheduler_type=recipe.lr_scheduler,
+        warmup_steps=recipe.warmup_ratio,  # a float < 1 is a fraction of the steps in transformers 5
+        eval_strategy="steps",
+        eval_steps=recipe.eval_steps,
+        logging_strategy="steps",
+        logging_steps=recipe.logging_steps,
+        logging_first_step=True,
+        save_strategy="steps",
+        save_steps=recipe.save_steps,
+        save_total_limit=recipe.save_total_limit,
+        seed=recipe.seed,
+        data_seed=recipe.seed,
+        report_to="none",
+        disable_tqdm=False,
+        include_num_input_tokens_seen="all",
+        dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+    )
+    kwargs.update(overrides)
+    return TrainingArguments(**kwargs)
+
+
+class BatchRampAdamW(torch.optim.AdamW):
+    """AdamW with crammed BERT's batch ramp (Geiping & Goldstein 2023; paper App. D.2).
+
+    Each call of `step()` is one micro-batch (the Trainer's step). Gradients are summed until the micro-batches
+    reach the current batch size, then their mean is applied as one AdamW update. The batch size grows linearly
+    from one micro-batch to `final_batch` over `ramp_steps` micro-batch steps, in whole micro-batches, exactly
+    as in the cramming code base (`schedule_batch_size`). The learning-rate schedule therefore runs over
+    micro-batch steps, as in cramming. Differences from cramming: the Trainer clips each micro-batch's gradient
+    before it is accumulated (cramming clips the accumulated one)."""
+
+    def __init__(self, params, *, micro_batch: int, final_batch: int, ramp_steps: int, **kwargs):
+        super().__init__(params, **kwargs)
+        self.micro_batch, self.final_batch, self.ramp_steps = micro_batch, final_batch, max(1, ramp_steps)
+        self.micro_steps = 0  # micro-batches seen
+        self.accumulated = 0  # micro-batches in the running sum
+        self._sums: dict[torch.Tensor, torch.Tensor] = {}
+
+    def batch_size(self, micro_step: int | None = None) -> int:
+        """The batch size in force at `micro_step` (default: now), a multiple of the micro-batch."""
+        step = self.micro_steps if micro_step is None else micro_step
+        per_step = self.final_batch / self.ramp_steps
+        return min(int(step * per_step // self.micro_batch + 1) * self.micro_batch, self.final_batch)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        target = self.batch_size() // self.micro_batch
+        self.micro_steps += 1
+        self.accumulated += 1
+        if target == 1 and self.accumulated == 1:
+            self.accumulated = 0
+            return super().step(closure)
+        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
+        for p in params:
+            if p in self._sums:
+                self._sums[p].add_(p.grad)
+            else:
+                self._sums[p] = p.grad.detach().clone()
+        if self.accumulated < target:
+            return None
+        for p in params:
+            p.grad.copy_(self._sums.pop(p).div_(self.accumulated))
+        self._sums.clear()
+        self.accumulated = 0
+        return super().step(closure)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        order = [p for group in self.param_groups for p in group["params"]]
+        state["batch_ramp"] = {"micro_steps": self.micro_steps, "accumulated": self.accumulated,
+                               "sums": {i: self._sums[p] for i, p in enumerate(order) if p in self._sums}}
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        ramp = state_dict.pop("batch_ramp", None)
+        super().load_state_dict(state_dict)
+        if ramp is not None:
+            order = [p for group in self.param_groups for p in group["params"]]
+            self.micro_steps, self.accumulated = ramp["micro_steps"], ramp["accumulated"]
+            self._sums = {order[int(i)]: t.to(order[int(i)].device) for i, t in ramp["sums"].items()}
+
+    def updates_until(self, micro_steps: int) -> int:
+        """How many AdamW updates the first `micro_steps` micro-batches make."""
+        updates, acc = 0, 0
+        for step in range(micro_steps):
+            acc += 1
+            if acc >= self.batch_size(step) // self.micro_batch:
+                updates, acc = updates + 1, 0
+        return updates
+
+
+class SimplifiedTrainer(Trainer):
+    """`Trainer` with the model core's AdamW parameter groups (no decay on gains, norms, biases), crammed BERT's
+    batch ramp when the recipe asks for it, and the diagnostics callback's values merged into the train logs."""
+
+    def __init__(self, *args, recipe: TrainingRecipe, diagnostics=None, **kwargs):
+        self.recipe = recipe
+        self.diagnostics = diagnostics
+        super().__init__(*args, **kwargs)
+
+    def create_optimizer(self, model=None) -> torch.optim.Optimizer:
+        if self.optimizer is None:
+            groups = parameter_groups(self.model if model is None else model, self.args.weight_decay)
+            kwargs = dict(lr=self.args.learning_rate, betas=(self.args.adam_beta1, self.args.adam_beta2),
+                          eps=self.args.adam_epsilon)
+            if self.recipe.batch_ramp_to:
+                steps = self.args.max_steps if self.args.max_steps > 0 else self.recipe.max_steps or 1
+                self.optimizer = BatchRampAdamW(
+                    groups, micro_batch=self.args.per_device_train_batch_size, final_batch=self.recipe.batch_ramp_to,
+                    ramp_steps=math.ceil(self.recipe.batch_ramp_fraction * steps), **kwargs)
+            else:
+                self.optimizer = torch.optim.AdamW(groups, **kwargs)
+        return self.optimizer
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.diagnostics is not None and "loss" in logs:
+            logs.update(self.diagnostics.collect(self.model))
+        ramp = getattr(self.optimizer, "optimizer", self.optimizer)  # accelerate wraps the optimizer
+        if isinstance(ramp, BatchRampAdamW) and "loss" in logs:
+            logs["batch_size"] = ramp.batch_size()
+        super().log(logs, start_time)

@@ -24,7 +24,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutputWithPast,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
-from transformers.utils import can_return_tuple
+from transformers.utils import can_return_tuple, is_torchdynamo_compiling
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
@@ -541,7 +541,7 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flex_attn = True
     _supports_attention_backend = True
-    _can_compile_fullgraph = False
+    _can_compile_fullgraph = True
     _can_record_outputs = {
         "hidden_states": [SimplifiedBlock, SimplifiedParallelBlock],
         "attentions": SimplifiedAttention,
@@ -575,6 +575,20 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
             init.ones_(module.weight)
         elif isinstance(module, ReparamLinear):
             _init_reparam(module, std)
+
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Resize to `new_num_tokens` real tokens (`config.vocab_size`). The rows stay padded to
+        `config.pad_vocab_size_multiple`, which `pad_to_multiple_of` raises to their least common multiple; padded
+        logits are never predicted, so a saved model reloads with the same shapes."""
+        if new_num_tokens is None and pad_to_multiple_of is None:
+            return self.get_input_embeddings()
+        vocab_size = self.config.vocab_size if new_num_tokens is None else new_num_tokens
+        multiple = math.lcm(self.config.pad_vocab_size_multiple, pad_to_multiple_of or 1)
+        embeddings = super().resize_token_embeddings(vocab_size, multiple, mean_resizing)
+        self.config.vocab_size, self.config.pad_vocab_size_multiple = vocab_size, multiple
+        return embeddings
 
     def initialize_weights(self):
         """Per-module init (`_init_weights`), then the cross-layer ties of eq. 6's W_init, which no single module
@@ -685,9 +699,10 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
             past_key_values = None
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         seq_len = inputs_embeds.shape[1]
-        if self.config.position_embedding_type == "learned" and past_length + seq_len > self.config.max_position_embeddings:
+        learned = self.config.position_embedding_type == "learned"  # checked eagerly: a static cache's length is data
+        if learned and not is_torchdynamo_compiling() and past_length + seq_len > self.config.max_position_embeddings:
             raise ValueError(
-                f"Sequence length {past_length + seq_len} exceeds max_position_embeddings="
+                f"Sequence length {int(past_length + seq_len)} exceeds max_position_embeddings="
                 f"{self.config.max_position_embeddings} of this model's learned positions."
             )
         if position_ids is None:

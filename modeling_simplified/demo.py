@@ -1,25 +1,71 @@
-"""Placeholder main job: build a tiny sas_p model, save it Hub-ready, reload it with trust_remote_code, generate."""
+"""The README's main job (`make demo`): train the tiny SAS-P preset on the embedded code corpus (the Python
+standard library of this interpreter), export it Hub-ready, reload the export with `trust_remote_code=True` and
+print a code completion."""
 
-import tempfile
+from __future__ import annotations
 
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PRESET = "codeparrot-tiny-sas_p"
+PROMPT = "    def __init__(self, "
+RELOAD = r"""
+import sys
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM
+export, prompt, new_tokens = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model = AutoModelForCausalLM.from_pretrained(export, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(export, trust_remote_code=True)
+inputs = tokenizer(prompt, return_tensors="pt")
+with torch.no_grad():
+    output = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False, repetition_penalty=1.3,
+                            pad_token_id=tokenizer.pad_token_id, eos_token_id=None)
+completion = tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+cls = type(model)
+print(f"== reloaded {cls.__module__}.{cls.__name__} in a fresh process with trust_remote_code=True; "
+      "greedy completion:")
+print(prompt + completion)
+"""
 
 
-def main():
-    torch.manual_seed(0)
-    config = SimplifiedConfig(block_type="sas_p", vocab_size=256, hidden_size=64, num_hidden_layers=4,
-                              num_attention_heads=4)
-    model = SimplifiedForCausalLM(config)
-    with tempfile.TemporaryDirectory() as out:
-        model.save_pretrained(out)
-        reloaded = AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True)
-        ids = torch.tensor([list(b"def main(")])
-        generated = reloaded.generate(ids, max_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
-        print(bytes(generated[0].tolist()).decode("latin-1"))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m modeling_simplified.demo", description=__doc__)
+    parser.add_argument("--output-dir", default="runs/demo", help="run directory (replaced on each run)")
+    parser.add_argument("--max-steps", type=int, help="shorter or longer than the preset's 300 steps")
+    parser.add_argument("--prompt", default=PROMPT, help="the code to complete")
+    parser.add_argument("--new-tokens", type=int, default=40)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                        help="passed on to simplified-train (e.g. data.max_train_samples=40)")
+    args = parser.parse_args(argv)
+
+    from modeling_simplified.training.cli import main as train
+
+    train_args = ["--preset", PRESET, "--output-dir", args.output_dir, "--overwrite"]
+    if args.max_steps:
+        train_args += ["--max-steps", str(args.max_steps)]
+    for assignment in args.overrides:
+        train_args += ["--set", assignment]
+    status = train(train_args)
+    if status:
+        return status
+
+    run = Path(args.output_dir)
+    metrics = json.loads((run / "metrics.json").read_text())
+    print(f"\n== trained {metrics['preset']} ({metrics['parameters'] / 1e6:.2f}M parameters) for {metrics['steps']} "
+          f"steps on {metrics['tokens_seen'] / 1e6:.2f}M tokens of {metrics['dataset']}")
+    print(f"   eval loss {metrics['eval_loss']:.3f} (perplexity {metrics['perplexity']:.1f}), "
+          f"{metrics['tokens_per_second']:.0f} tokens/s, wall time {metrics['wall_time_s']:.0f} s")
+    print(f"   loss curve: {run / 'loss_curve.png'}; Hub-ready export: {run / 'export'}", flush=True)
+    # A fresh interpreter that never imports this package, as a Hub user would load the export.
+    reload = subprocess.run([sys.executable, "-c", RELOAD, str(run / "export"), args.prompt, str(args.new_tokens)],
+                            stdout=subprocess.PIPE, text=True)
+    print(reload.stdout, end="")
+    return reload.returncode
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -164,6 +164,8 @@ def validate(preset: Preset) -> SimplifiedConfig:
                          f"{', '.join(LR_SCHEDULERS)}.")
     if (t.max_steps is None) == (t.num_train_epochs is None):
         raise UsageError(f"{where}: set exactly one of training.max_steps and training.num_train_epochs.")
+    if d.streaming and t.max_steps is None:
+        raise UsageError(f"{where}: data.streaming=true needs training.max_steps (a stream has no epochs).")
     positive = {"training.learning_rate": t.learning_rate, "training.per_device_train_batch_size":
                 t.per_device_train_batch_size, "training.gradient_accumulation_steps": t.gradient_accumulation_steps,
                 "training.per_device_eval_batch_size": t.per_device_eval_batch_size, "training.eval_steps":

@@ -1,0 +1,290 @@
+"""Training through the CLI on the embedded corpora: causal and masked runs learn and write their outputs, a
+SIGKILLed run resumes to exactly the weights of an uninterrupted one, fine-tuning beats the majority class, the
+Trainer's optimizer uses the model core's weight-decay groups, and bad input fails cleanly."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import tiny_config
+from modeling_simplified import SimplifiedForCausalLM, parameter_groups
+from modeling_simplified.training.cli import latest_checkpoint, main
+from modeling_simplified.training.trainer import BatchRampAdamW, SimplifiedTrainer, training_arguments
+
+REPO = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# small and quick: few files, short runs, small batches (the presets' recipes otherwise)
+CAUSAL = ["--preset", "codeparrot-tiny-sas_p", "--set", "data.max_train_samples=40", "--set",
+          "data.tokenizer_train_samples=40", "--set", "data.max_eval_samples=32", "--set",
+          "training.per_device_train_batch_size=8", "--set", "training.logging_steps=2"]
+MASKED = ["--preset", "crammed-bert-tiny-sas_p", "--set", "data.max_train_samples=600", "--set",
+          "data.tokenizer_train_samples=600", "--set", "data.max_eval_samples=32", "--set",
+          "training.per_device_train_batch_size=8", "--set", "training.batch_ramp_to=16", "--set",
+          "training.logging_steps=2", "--set", "training.learning_rate=3e-3"]
+
+
+def _history(run: Path) -> list[dict]:
+    state = json.loads((latest_checkpoint(run) / "trainer_state.json").read_text())
+    return state["log_history"]
+
+
+def _check_png(path: Path):
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def _check_run(run: Path, task: str) -> dict:
+    metrics = json.loads((run / "metrics.json").read_text())
+    for key, kind in [("parameters", int), ("tokens_seen", int), ("tokens_per_second", float), ("steps", int),
+                      ("train_loss", float), ("eval_loss", float), ("wall_time_s", float)]:
+        assert isinstance(metrics[key], kind) and metrics[key] > 0, key
+    assert math.isfinite(metrics["eval_loss"])
+    if task != "sequence-classification":
+        assert metrics["perplexity"] == pytest.approx(math.exp(metrics["eval_loss"]))
+        assert metrics["tokens_seen"] == metrics["steps"] * 8 * 128  # full 128-token windows, batch 8
+    _check_png(run / "loss_curve.png")
+    assert latest_checkpoint(run) is not None
+    export = run / "export"
+    assert (export / "config.json").is_file() and (export / "model.safetensors").is_file()
+    assert (export / "tokenizer.json").is_file()
+    return metrics
+
+
+@pytest.fixture(scope="module")
+def causal_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("causal") / "run"
+    assert main([*CAUSAL, "--max-steps", "30", "--set", "training.eval_steps=15", "--output-dir", str(run),
+                 "--diagnostics"]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def masked_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("masked") / "run"
+    assert main([*MASKED, "--max-steps", "30", "--set", "training.eval_steps=15", "--output-dir", str(run)]) == 0
+    return run
+
+
+def test_causal_run_learns_and_writes_its_outputs(causal_run):
+    metrics = _check_run(causal_run, "causal-lm")
+    history = _history(causal_run)
+    train = [e["loss"] for e in history if "loss" in e]
+    evals = [e["eval_loss"] for e in history if "eval_loss" in e]
+    assert len(evals) >= 2 and evals[-1] < evals[0] - 0.5  # evaluated at the start and periodically
+    assert sum(train[-3:]) / 3 < train[0] - 0.5
+    assert metrics["steps"] == 30 and metrics["block_type"] == "sas_p" and metrics["dataset"].startswith("embedded")
+    card = (causal_run / "export" / "README.md")
+    assert (causal_run / "export" / "loss_curve.png").is_file() or card.is_file()
+
+
+def test_diagnostics_reach_the_trainer_logs(causal_run):
+    logged = [e for e in _history(causal_run) if "loss" in e]
+    last = logged[-1]
+    for key in ("diag/L0/beta_ff", "diag/L3/beta_sa", "diag/L1/alpha_mean", "diag/L1/gamma_std",
+                "diag/L0/value_alpha", "diag/L0/value_beta", "diag/L2/kurtosis"):
+        assert key in last, key
+    # the gains move away from their init (βFF 0.2, shaped-attention gains 1) and kurtosis is >= 1 by definition
+    assert last["diag/L0/beta_ff"] != logged[0]["diag/L0/beta_ff"]
+    assert last["diag/L1/alpha_std"] > 0
+    assert all(last[f"diag/L{i}/kurtosis"] >= 1.0 for i in range(4))
+
+
+def test_masked_run_learns_with_the_batch_ramp(masked_run):
+    metrics = _check_run(masked_run, "masked-lm")
+    history = _history(masked_run)
+    evals = [e["eval_loss"] for e in history if "eval_loss" in e]
+    assert evals[-1] < evals[0] - 0.5
+    batches = [e["batch_size"] for e in history if "batch_size" in e]
+    assert batches[0] == 8 and batches[-1] == 16  # ramped from the micro-batch to batch_ramp_to
+    assert metrics["task"] == "masked-lm"
+
+
+def test_fine_tuning_on_the_offline_task_beats_the_majority_class(masked_run, tmp_path):
+    run = tmp_path / "glue"
+    status = main(["--preset", "glue-tiny", "--init-from", str(masked_run), "--max-steps", "40", "--set",
+                   "training.per_device_train_batch_size=16", "--set",
+                   "data.seq_len=64", "--set", "training.eval_steps=40", "--set", "training.learning_rate=1e-3",
+                   "--output-dir", str(run), "--no-export"])
+    assert status == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert 0.5 <= metrics["majority_baseline"] < 0.6
+    assert metrics["eval_accuracy"] > metrics["majority_baseline"] + 0.05, metrics
+
+
+def test_dataset_loading_code_streams_a_dataset_in_the_codeparrot_layout(tmp_path):
+    """The non-embedded path (load_dataset, streaming, course-style chunking of `content`) on a local dataset
+    folder with train/validation files, as the CodeParrot repos provide them."""
+    from modeling_simplified.training import corpus
+
+    folder = tmp_path / "codeparrot-like"
+    folder.mkdir()
+    for split, n in (("train", 30), ("validation", 6)):
+        corpus.code_dataset(split, n).to_json(folder / f"{split}.jsonl")
+    run = tmp_path / "run"
+    status = main([*CAUSAL, "--dataset", str(folder), "--set", "data.streaming=true", "--max-steps", "6",
+                   "--set", "training.eval_steps=6", "--output-dir", str(run), "--no-export"])
+    assert status == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["dataset"] == str(folder) and metrics["tokens_seen"] == 6 * 8 * 128
+
+
+def _cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "modeling_simplified.training.cli", *args], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ))
+
+
+def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
+    common = [*CAUSAL, "--max-steps", "24", "--set", "training.save_steps=8", "--set", "training.eval_steps=24",
+              "--no-export"]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert main([*common, "--output-dir", str(straight)]) == 0
+
+    proc = _cli(*common, "--output-dir", str(killed))
+    deadline = time.time() + 240
+    while latest_checkpoint(killed) is None and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    interrupted_at = latest_checkpoint(killed)
+    assert interrupted_at is not None and not (killed / "metrics.json").exists()
+
+    resumed = _cli(*common, "--output-dir", str(killed), "--resume")
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err.decode()[-2000:]
+    a, b = (json.loads((run / "metrics.json").read_text()) for run in (straight, killed))
+    assert b["resumed_from"] is not None and int(interrupted_at.name.split("-")[1]) < 24
+    assert a["steps"] == b["steps"] == 24
+    assert a["train_loss"] == b["train_loss"] and a["eval_loss"] == b["eval_loss"]
+    wa = load_file(latest_checkpoint(straight) / "model.safetensors")
+    wb = load_file(latest_checkpoint(killed) / "model.safetensors")
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        assert torch.equal(wa[name], wb[name]), name
+
+
+def test_trainer_optimizer_uses_the_model_core_groups(tmp_path):
+    model = SimplifiedForCausalLM(tiny_config("sas_p"))
+    from modeling_simplified.training.presets import load_preset
+
+    recipe = load_preset("codeparrot-tiny-sas_p").training
+    args = training_arguments(recipe, str(tmp_path), eval_strategy="no")
+    trainer = SimplifiedTrainer(model=model, args=args, recipe=recipe)
+    optimizer = trainer.create_optimizer()
+    expected = parameter_groups(model, recipe.weight_decay)
+    assert isinstance(optimizer, torch.optim.AdamW)
+    assert len(optimizer.param_groups) == len(expected)
+    for got, want in zip(optimizer.param_groups, expected):
+        assert [id(p) for p in got["params"]] == [id(p) for p in want["params"]]
+        assert got["weight_decay"] == want["weight_decay"]
+        assert got["betas"] == (recipe.adam_beta1, recipe.adam_beta2) and got["eps"] == recipe.adam_epsilon
+    no_decay = {id(p) for p in optimizer.param_groups[1]["params"]}
+    gains = [layer.mlp_gain.weight for layer in model.model.layers] + [model.model.layers[0].attn.mixing.alpha.weight]
+    assert all(id(g) in no_decay for g in gains)
+
+
+def test_batch_ramp_accumulates_to_the_ramped_batch_and_matches_adamw():
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(3, 3))
+    ramp = BatchRampAdamW([w], micro_batch=8, final_batch=32, ramp_steps=12, lr=0.1)
+    assert [ramp.batch_size(s) for s in (0, 2, 3, 6, 9, 12, 50)] == [8, 8, 16, 24, 32, 32, 32]
+    ref_w = torch.nn.Parameter(w.detach().clone())
+    ref = torch.optim.AdamW([ref_w], lr=0.1)
+    grads = [torch.randn(3, 3) for _ in range(7)]
+    # micro-steps 0, 1, 2 update alone (batch 8); micro-steps 3 and 4 accumulate into one update (batch 16)
+    for g in grads[:3]:
+        w.grad, ref_w.grad = g.clone(), g.clone()
+        ramp.step()
+        ref.step()
+    w.grad = grads[3].clone()
+    ramp.step()
+    assert torch.equal(w, ref_w)  # no update yet: gradients are accumulating
+    state = ramp.state_dict()
+    fresh = BatchRampAdamW([torch.nn.Parameter(w.detach().clone())], micro_batch=8, final_batch=32, ramp_steps=12,
+                           lr=0.1)
+    fresh.load_state_dict(state)
+    assert fresh.micro_steps == 4 and fresh.accumulated == 1
+    w.grad = grads[4].clone()
+    ramp.step()
+    ref_w.grad = (grads[3] + grads[4]) / 2
+    ref.step()
+    assert torch.allclose(w, ref_w, atol=1e-7)
+    assert ramp.updates_until(5) == 4
+
+
+# -- bad input ---------------------------------------------------------------------------------------------------
+def _existing_run(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    run = tmp_path / "run"
+    (run / "checkpoint-5").mkdir(parents=True)
+    files = {"metrics.json": b'{"eval_loss": 1.0}', "checkpoint-5/trainer_state.json": b"{}", "notes.txt": b"mine"}
+    for name, content in files.items():
+        (run / name).write_bytes(content)
+    return run, files
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--preset", "nope"], "unknown preset 'nope'; available presets: "),
+    (["--preset", "codeparrot-tiny-sas_p", "--set", "foo=1"], "unknown config field 'foo'"),
+    (["--preset", "codeparrot-tiny-sas_p", "--set", "hidden_act=tanh"], "hidden_act='tanh' is not valid"),
+    (["--preset", "codeparrot-tiny-sas_p", "--dataset", "no-such-org/no-such-dataset"],
+     "cannot load dataset 'no-such-org/no-such-dataset'"),
+    (["--preset", "glue-tiny", "--dataset", "nyu-mll/glue", "--dataset-config", "sst3"], "not a GLUE task"),
+])
+def test_bad_input_gives_one_clear_message_and_touches_nothing(tmp_path, capsys, args, message):
+    run, files = _existing_run(tmp_path)
+    status = main([*args, "--output-dir", str(run), "--overwrite"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert message in err and "Traceback" not in err
+    assert err.count("simplified-train: error:") == 1
+    assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == sorted([*files, "checkpoint-5"])
+    assert all((run / name).read_bytes() == content for name, content in files.items())
+
+
+def test_a_non_empty_output_dir_needs_resume_or_overwrite(tmp_path, capsys):
+    run, files = _existing_run(tmp_path)
+    assert main(["--preset", "codeparrot-tiny-sas_p", "--output-dir", str(run)]) == 2
+    assert "is not empty; pass --resume" in capsys.readouterr().err
+    assert main(["--preset", "codeparrot-tiny-sas_p", "--output-dir", str(tmp_path / "empty"), "--resume"]) == 2
+    assert "no complete checkpoint" in capsys.readouterr().err
+    assert all((run / name).read_bytes() == content for name, content in files.items())
+
+
+def test_console_script_exits_non_zero_without_traceback():
+    proc = subprocess.run([sys.executable, "-m", "modeling_simplified.training.cli", "--preset", "nope"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "unknown preset 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+    help_text = subprocess.run([sys.executable, "-m", "modeling_simplified.training.cli", "--help"], cwd=REPO,
+                               capture_output=True, text=True, timeout=120)
+    assert help_text.returncode == 0
+    for flag in ("--preset", "--block-type", "--max-steps", "--output-dir", "--dataset", "--resume", "--set",
+                 "--diagnostics", "codeparrot-tiny-sas_p"):
+        assert flag in help_text.stdout
+
+
+def test_demo_trains_exports_reloads_with_remote_code_and_generates(tmp_path, capsys):
+    from modeling_simplified import demo
+
+    status = demo.main(["--output-dir", str(tmp_path / "demo"), "--max-steps", "4", "--new-tokens", "8",
+                        "--set", "data.max_train_samples=40", "--set", "data.tokenizer_train_samples=40",
+                        "--set", "data.max_eval_samples=16", "--set", "training.per_device_train_batch_size=8"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "reloaded" in out and "trust_remote_code=True" in out
+    completion = out.split("greedy completion:\n", 1)[1]
+    assert completion.startswith(demo.PROMPT) and len(completion) > len(demo.PROMPT)
+    # the class was loaded from the export's own code, not from this package
+    assert "transformers_modules" in out

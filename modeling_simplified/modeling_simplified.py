@@ -336,6 +336,13 @@ class SoftmaxMixing(nn.Module):
         return attn_output, attn_weights
 
 
+class HeadGain(Gain):
+    """A per-head gain of shaped attention (shape `(H,)`, or `(1,)` shared by the heads) on `(B, T, H, ·)` tensors."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight[:, None] * x
+
+
 class ShapedMixing(nn.Module):
     """Shaped attention (eq. 5): `α·X + β·A(X)·X − γ·C·X` per head, where `A(X)·X` is the fused attention kernel's
     output with values X. With W^Q = 0 and β = γ it is exactly the identity. Without centring (`γ` absent) it is
@@ -345,33 +352,31 @@ class ShapedMixing(nn.Module):
         super().__init__()
         shape = (config.num_attention_heads,) if config.shaped_gains_per_head else (1,)
         trainable = config.shaped_gains_trainable
-        self.alpha = Gain(config.shaped_alpha_init, shape, trainable)
-        self.beta = Gain(config.shaped_beta_init, shape, trainable)
-        self.gamma = Gain(config.shaped_gamma_init, shape, trainable) if config.centre_attention else None
-
-    def _head_gain(self, gain: Gain) -> torch.Tensor:
-        return gain.weight[:, None]  # broadcasts over (B, T, H, D)
+        self.alpha = HeadGain(config.shaped_alpha_init, shape, trainable)
+        self.beta = HeadGain(config.shaped_beta_init, shape, trainable)
+        self.gamma = HeadGain(config.shaped_gamma_init, shape, trainable) if config.centre_attention else None
 
     def forward(self, attn_output, attn_weights, values, current_values, key_mask, query_start, causal):
-        out = self._head_gain(self.alpha) * current_values.transpose(1, 2) + self._head_gain(self.beta) * attn_output
+        # the gains are called, never read: accelerate's offload hooks load weights when a module runs
+        out = self.alpha(current_values.transpose(1, 2)) + self.beta(attn_output)
         if self.gamma is not None:
             centre = uniform_attention(values, key_mask, query_start, current_values.shape[2], causal)
-            out = out - self._head_gain(self.gamma) * centre.transpose(1, 2)
+            out = out - self.gamma(centre.transpose(1, 2))
         if attn_weights is not None:  # eager attention: report the matrix actually applied
             attn_weights = self.effective_weights(attn_weights, key_mask, query_start, causal)
         return out, attn_weights
 
     def effective_weights(self, attn_weights, key_mask, query_start, causal):
         """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix."""
-        b, _, q_len, k_len = attn_weights.shape
+        b, h, q_len, k_len = attn_weights.shape
         eye = torch.zeros(q_len, k_len, device=attn_weights.device, dtype=attn_weights.dtype)
         eye[torch.arange(q_len), torch.arange(q_len) + query_start] = 1.0
-        gain = lambda g: g.weight.to(attn_weights.dtype)[None, :, None, None]  # noqa: E731
-        weights = gain(self.alpha) * eye + gain(self.beta) * attn_weights
+        per_head = lambda m: m.to(attn_weights.dtype).expand(b, h, q_len, k_len).transpose(1, 2)  # noqa: E731
+        weights = self.alpha(per_head(eye)) + self.beta(per_head(attn_weights))
         if self.gamma is not None:
             c = uniform_attention_matrix(key_mask, b, q_len, k_len, query_start, causal, attn_weights.device)
-            weights = weights - gain(self.gamma) * c.to(attn_weights.dtype)
-        return weights
+            weights = weights - self.gamma(per_head(c))
+        return weights.transpose(1, 2).to(attn_weights.dtype)
 
 
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):

@@ -30,6 +30,14 @@ def padded_batch(head: str):
     return ids, mask
 
 
+@pytest.fixture(autouse=True)
+def _compile_flex_for_every_variant():
+    """transformers compiles flex_attention once per process; every block type (q/k strides) and mask kind is a
+    recompile. Past dynamo's default limit of 8 it would silently fall back to the unfused flex kernel."""
+    with torch._dynamo.config.patch(recompile_limit=64):
+        yield
+
+
 def logits(model, ids, mask):
     with torch.no_grad():
         return model(ids, attention_mask=mask).logits
@@ -67,11 +75,10 @@ def test_flex_static_cache_generation_equals_sdpa():
 
 
 @pytest.mark.slow
-def test_flex_dynamic_cache_generation_equals_sdpa(block_type, monkeypatch):
+@torch._dynamo.config.patch(automatic_dynamic_shapes=False)
+def test_flex_dynamic_cache_generation_equals_sdpa(block_type):
     """DynamicCache decoding under flex: every step has a new key length. torch 2.13's CPU flex kernel fails to
     compile once dynamo recompiles it with dynamic shapes (padded batches), so this pins static shapes."""
-    monkeypatch.setattr(torch._dynamo.config, "automatic_dynamic_shapes", False)
-    monkeypatch.setattr(torch._dynamo.config, "cache_size_limit", 64)
     model = build(block_type, "causal", attn_implementation="flex_attention")
     ids, mask = padded_batch("causal")
     kwargs = dict(attention_mask=mask, max_new_tokens=5, do_sample=False, eos_token_id=None, pad_token_id=0,

@@ -1,0 +1,260 @@
+"""Training-time features: activation (gradient) checkpointing, torch.compile, bf16/fp16, accelerate's
+`device_map="auto"` (with offload), `resize_token_embeddings`, and `num_items_in_batch` under gradient accumulation."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import perturb_, tiny_config
+from transformers import StaticCache, Trainer, TrainingArguments
+
+from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
+
+HEADS = {"causal": SimplifiedForCausalLM, "masked": SimplifiedForMaskedLM}
+
+
+def build(block_type: str, head: str = "causal", **overrides):
+    return perturb_(HEADS[head](tiny_config(block_type, pad_token_id=0, **overrides)))
+
+
+def batch(batch_size: int = 3, seq_len: int = 10, seed: int = 0):
+    """Ids, a left-padded mask (row 0) and labels with a different number of ignored tokens per row."""
+    ids = torch.randint(1, 97, (batch_size, seq_len), generator=torch.Generator().manual_seed(seed))
+    mask = torch.ones_like(ids)
+    mask[0, :3] = 0
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[1, 5:] = -100
+    return ids, mask, labels
+
+
+def gradients(model, ids, mask, labels) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    loss = model(ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# activation checkpointing
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs", [None, {"use_reentrant": True}], ids=["default", "reentrant"])
+def test_gradient_checkpointing_same_gradients(block_type, kwargs):
+    model = build(block_type).train()
+    ids, mask, labels = batch()
+    loss, expected = gradients(model, ids, mask, labels)
+    calls = []
+    model.model.layers[0].mlp.register_forward_pre_hook(lambda *_: calls.append(1))  # pre: recompute stops early
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    assert model.is_gradient_checkpointing and all(layer.gradient_checkpointing for layer in model.model.layers)
+    ckpt_loss, actual = gradients(model, ids, mask, labels)
+    assert len(calls) == 2  # the block ran again in backward: it really was checkpointed
+    assert actual.keys() == expected.keys() and len(expected) == len(list(model.parameters()))
+    torch.testing.assert_close(ckpt_loss, loss, atol=1e-6, rtol=0)
+    for name in expected:
+        torch.testing.assert_close(actual[name], expected[name], atol=1e-6, rtol=0, msg=lambda m: f"{name}: {m}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# torch.compile
+# ----------------------------------------------------------------------------------------------------------------
+@torch.no_grad()
+def _compiled_equals_eager(model, ids, mask, with_static_cache: bool):
+    expected = model(ids, attention_mask=mask).logits
+    compiled = torch.compile(model.forward, fullgraph=True)
+    if not with_static_cache:
+        torch.testing.assert_close(compiled(input_ids=ids, attention_mask=mask).logits, expected, atol=1e-5, rtol=0)
+        return
+    cache = StaticCache(config=model.config, max_cache_len=ids.shape[1] + 2)
+    prefill = compiled(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], past_key_values=cache).logits
+    step = compiled(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=cache).logits
+    torch.testing.assert_close(torch.cat([prefill, step], 1), expected, atol=1e-5, rtol=0)
+
+
+def test_compiled_forward_equals_eager():
+    """Fullgraph (no graph break), padded batch; the shaped-attention SAS block (the other types: slow test)."""
+    assert SimplifiedForCausalLM._can_compile_fullgraph
+    model = build("sas").eval()
+    ids, mask, _ = batch()
+    _compiled_equals_eager(model, ids, mask, with_static_cache=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("position", ["sinusoidal", "rotary", "learned"])
+def test_compiled_static_cache_decoding_equals_eager(block_type, position):
+    torch._dynamo.reset()
+    model = build(block_type, position_embedding_type=position).eval()
+    ids, mask, _ = batch()
+    _compiled_equals_eager(model, ids, mask, with_static_cache=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# dtypes (correctness on tiny shapes only: finite, loosely close to fp32)
+# ----------------------------------------------------------------------------------------------------------------
+def test_bf16_autocast_forward_backward(block_type):
+    model = build(block_type).train()
+    ids, mask, labels = batch()
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask).logits
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(ids, attention_mask=mask, labels=labels)
+    out.loss.backward()
+    assert out.logits.dtype == torch.bfloat16
+    real = mask.bool()
+    torch.testing.assert_close(out.logits.float()[real], expected[real], atol=0.05, rtol=0)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_weights(block_type, dtype):
+    model = build(block_type).eval()
+    ids, mask, _ = batch()
+    half = copy.deepcopy(model).to(dtype)
+    assert all(p.dtype == dtype for p in half.parameters())
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask).logits
+        logits = half(ids, attention_mask=mask).logits
+    assert logits.dtype == dtype
+    real = mask.bool()
+    torch.testing.assert_close(logits.float()[real], expected[real], atol=0.1, rtol=0)
+    out = half.generate(ids, attention_mask=mask, max_new_tokens=4, eos_token_id=None, pad_token_id=0,
+                        do_sample=False, output_logits=True, return_dict_in_generate=True)
+    assert out.sequences.shape == (3, 14) and all(torch.isfinite(step).all() for step in out.logits)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# device_map="auto"
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("block_type", ["pre_ln", "sas", "simplest", "normformer"])
+@pytest.mark.parametrize("offload", [False, True], ids=["cpu", "disk-offload"])
+def test_device_map_auto(block_type, offload, tmp_path):
+    """Loading through accelerate; with too little memory, blocks go to disk whole (`_no_split_modules`) and are
+    loaded by hooks when they run."""
+    model = build(block_type, num_hidden_layers=4).eval()
+    model.save_pretrained(tmp_path / "model")
+    kwargs = dict(max_memory={"cpu": 60_000}, offload_folder=str(tmp_path / "offload")) if offload else {}
+    loaded = SimplifiedForCausalLM.from_pretrained(tmp_path / "model", device_map="auto", **kwargs)
+    ids, mask, _ = batch()
+    if offload:
+        placements = loaded.hf_device_map
+        assert "disk" in placements.values()
+        blocks = [name for name in placements if name.startswith("model.layers")]
+        assert all(name.count(".") <= 2 for name in blocks), blocks  # never inside a block
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids, attention_mask=mask).logits, model(ids, attention_mask=mask).logits,
+                                   atol=1e-6, rtol=0)
+
+
+def test_no_split_modules_are_the_blocks():
+    model = build("sas_p")
+    names = {type(m).__name__ for m in model.model.layers}
+    assert names <= set(model._no_split_modules)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# resize_token_embeddings
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("head", ["causal", "masked"])
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+@pytest.mark.parametrize("new_size", [120, 90])
+def test_resize_token_embeddings(head, tied, new_size):
+    model = build("sas", head, tie_word_embeddings=tied)
+    old_in = model.get_input_embeddings().weight.detach().clone()
+    old_out = model.get_output_embeddings()
+    old_out_weight, old_bias = old_out.weight.detach().clone(), getattr(old_out, "bias", None)
+    old_bias = None if old_bias is None else old_bias.detach().clone()
+    model.resize_token_embeddings(new_size, mean_resizing=False)
+    kept = min(97, new_size)
+    emb, out = model.get_input_embeddings(), model.get_output_embeddings()
+    assert model.config.vocab_size == new_size
+    assert emb.weight.shape == out.weight.shape == (new_size, 32)
+    assert torch.equal(emb.weight[:kept], old_in[:kept])
+    assert torch.equal(out.weight[:kept], old_out_weight[:kept])
+    assert (out.weight is emb.weight) == tied
+    if head == "masked":
+        assert out.bias.shape == (new_size,) and torch.equal(out.bias[:kept], old_bias[:kept])
+    ids = torch.randint(0, new_size, (2, 6))
+    assert model(ids).logits.shape == (2, 6, new_size)
+
+
+@pytest.mark.parametrize("head", ["causal", "masked"])
+def test_resize_keeps_vocab_padding_and_reloads(head, tmp_path):
+    """With `pad_vocab_size_multiple`, the rows stay padded, only `vocab_size` logits are predicted, and the
+    resized model reloads exactly (transformers alone would store the padded size as vocab_size)."""
+    model = build("sas", head, pad_vocab_size_multiple=64).eval()
+    model.resize_token_embeddings(130)
+    assert model.config.vocab_size == 130 and model.get_input_embeddings().weight.shape[0] == 192
+    model.resize_token_embeddings(130, pad_to_multiple_of=48)
+    assert model.config.pad_vocab_size_multiple == 192 and model.get_input_embeddings().weight.shape[0] == 192
+    ids = torch.randint(0, 130, (2, 6))
+    model.save_pretrained(tmp_path)
+    reloaded = HEADS[head].from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        logits = model(ids).logits
+        assert logits.shape == (2, 6, 130)
+        torch.testing.assert_close(reloaded(ids).logits, logits, atol=0, rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# num_items_in_batch
+# ----------------------------------------------------------------------------------------------------------------
+def _token_losses_sum(head: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    if head == "causal":
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100,
+                           reduction="sum")
+
+
+@pytest.mark.parametrize("head", ["causal", "masked"])
+def test_num_items_in_batch_is_the_loss_denominator(head):
+    model = build("sas_p", head).eval()
+    ids, mask, labels = batch()
+    with torch.no_grad():
+        summed = _token_losses_sum(head, model(ids, attention_mask=mask).logits, labels)
+        for items in (7, torch.tensor(50)):
+            loss = model(ids, attention_mask=mask, labels=labels, num_items_in_batch=items).loss
+            torch.testing.assert_close(loss, summed / items, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("head", ["causal", "masked"])
+def test_gradient_accumulation_with_num_items_equals_full_batch(head):
+    """Two micro-batches with unequal token counts, each divided by the total count: the summed loss and gradients
+    equal the full batch's mean; dividing each micro-batch by its own count (no num_items_in_batch) would not."""
+    model = build("sas", head).train()
+    ids, mask, labels = batch(batch_size=4)
+    full_loss, full_grads = gradients(model, ids, mask, labels)
+    total = int((labels[:, 1:] if head == "causal" else labels).ne(-100).sum())
+    model.zero_grad(set_to_none=True)
+    accumulated = 0.0
+    for part in (slice(0, 1), slice(1, 4)):
+        loss = model(ids[part], attention_mask=mask[part], labels=labels[part], num_items_in_batch=total).loss
+        loss.backward()
+        accumulated += loss.detach()
+    torch.testing.assert_close(accumulated, full_loss, atol=1e-6, rtol=0)
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(param.grad, full_grads[name], atol=1e-6, rtol=0)
+    naive = sum(model(ids[p], attention_mask=mask[p], labels=labels[p]).loss.detach() for p in (slice(0, 1), slice(1, 4)))
+    assert abs(naive / 2 - full_loss) > 1e-3
+
+
+def test_trainer_gradient_accumulation_equals_one_big_batch(tmp_path):
+    """The Trainer passes num_items_in_batch to our forward: 2 accumulated micro-batches of 2 make the same SGD step
+    as one batch of 4, although the micro-batches hold different numbers of label tokens."""
+    ids, mask, labels = batch(batch_size=4)
+    rows = [dict(input_ids=i, attention_mask=m, labels=l) for i, m, l in zip(ids, mask, labels)]
+    start = build("sas")
+    results = []
+    for micro, steps in ((4, 1), (2, 2)):
+        model = copy.deepcopy(start)
+        args = TrainingArguments(output_dir=str(tmp_path / f"run{micro}"), per_device_train_batch_size=micro,
+                                 gradient_accumulation_steps=steps, max_steps=1, learning_rate=0.5, optim="sgd",
+                                 lr_scheduler_type="constant", use_cpu=True, report_to="none", save_strategy="no",
+                                 logging_strategy="no", disable_tqdm=True, seed=0)
+        trainer = Trainer(model=model, args=args, train_dataset=rows)
+        assert trainer.model_accepts_loss_kwargs
+        trainer.train()
+        results.append(dict(model.named_parameters()))
+    moved = max((results[0][n] - p).abs().max() for n, p in start.named_parameters())
+    assert moved > 1e-3  # the step really changed the weights
+    for name, param in results[0].items():
+        torch.testing.assert_close(results[1][name], param, atol=1e-6, rtol=0, msg=lambda m: f"{name}: {m}")

@@ -280,9 +280,9 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[s
         tokens_before = state.get("num_input_tokens_seen", 0)
     result = trainer.train(resume_from_checkpoint=str(plan.resume_from) if plan.resume_from else None)
     train_time = time.time() - train_start
-    final_eval = trainer.evaluate()
-
     history = trainer.state.log_history
+    final_eval = next((e for e in reversed(history) if "eval_loss" in e and e.get("step") == trainer.state.global_step),
+                      None) or trainer.evaluate()
     train_losses = [e["loss"] for e in history if "loss" in e]
     curve = plot_loss_curve(history, out / "loss_curve.png",
                             title=f"{preset.name} ({model.config.block_type}) on {data.source}")
@@ -343,8 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"simplified-train: error: {err}", file=sys.stderr)
         return 2
-    summary = {k: metrics[k] for k in ("steps", "tokens_seen", "train_loss", "eval_loss", "perplexity",
-                                       "eval_accuracy", "majority_baseline", "wall_time_s") if k in metrics}
+    summary = {k: round(metrics[k], 4) if isinstance(metrics[k], float) else metrics[k]
+               for k in ("steps", "tokens_seen", "train_loss", "eval_loss", "perplexity", "eval_accuracy",
+                         "majority_baseline", "wall_time_s") if k in metrics}
     print(f"simplified-train: done in {plan.output_dir}: " + json.dumps(summary))
     return 0
 

@@ -145,9 +145,9 @@ def _cli(*args: str) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ))
 
 
-def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
-    common = [*CAUSAL, "--max-steps", "24", "--set", "training.save_steps=8", "--set", "training.eval_steps=24",
-              "--no-export"]
+def _kill_and_resume_matches_straight_run(tmp_path: Path, base: list[str], steps: int, save_steps: int):
+    common = [*base, "--max-steps", str(steps), "--set", f"training.save_steps={save_steps}", "--set",
+              f"training.eval_steps={steps}", "--no-export"]
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     assert main([*common, "--output-dir", str(straight)]) == 0
 
@@ -165,14 +165,41 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err.decode()[-2000:]
     a, b = (json.loads((run / "metrics.json").read_text()) for run in (straight, killed))
-    assert b["resumed_from"] is not None and int(interrupted_at.name.split("-")[1]) < 24
-    assert a["steps"] == b["steps"] == 24
+    assert b["resumed_from"] is not None and int(interrupted_at.name.split("-")[1]) < steps
+    assert a["steps"] == b["steps"] == steps
     assert a["train_loss"] == b["train_loss"] and a["eval_loss"] == b["eval_loss"]
     wa = load_file(latest_checkpoint(straight) / "model.safetensors")
     wb = load_file(latest_checkpoint(killed) / "model.safetensors")
     assert wa.keys() == wb.keys()
     for name in wa:
         assert torch.equal(wa[name], wb[name]), name
+
+
+def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
+    _kill_and_resume_matches_straight_run(tmp_path, CAUSAL, steps=24, save_steps=8)
+
+
+@pytest.mark.slow
+def test_killed_masked_run_with_batch_ramp_resumes_exactly(tmp_path):
+    """Masks are seeded by batch content and the ramp's gradient accumulator is checkpointed: a checkpoint at
+    micro-step 9 falls inside an accumulation."""
+    _kill_and_resume_matches_straight_run(tmp_path, MASKED, steps=24, save_steps=9)
+
+
+@pytest.mark.parametrize("preset", ["codeparrot-sas_p", "crammed-bert-sas_p"])
+def test_paper_presets_fall_back_to_the_embedded_corpus_when_their_host_is_unreachable(tmp_path, capsys, preset):
+    shrink = ["num_hidden_layers=2", "hidden_size=64", "num_attention_heads=4", "intermediate_size=64",
+              "vocab_size=512", "data.max_train_samples=20", "data.tokenizer_train_samples=20",
+              "data.max_eval_samples=8", "training.per_device_train_batch_size=4",
+              "training.gradient_accumulation_steps=1", "training.batch_ramp_to=null"]
+    args = ["--preset", preset, "--max-steps", "2", "--output-dir", str(tmp_path / "run"), "--no-export"]
+    for assignment in shrink[:-1] if preset.startswith("codeparrot") else shrink:
+        args += ["--set", assignment]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "cannot load dataset" in err and "Falling back to the embedded corpus" in err
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["dataset"].startswith("embedded") and metrics["steps"] == 2
 
 
 def test_trainer_optimizer_uses_the_model_core_groups(tmp_path):

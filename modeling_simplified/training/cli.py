@@ -240,9 +240,10 @@ def _export(model, tokenizer, export_dir: Path, run_info: dict[str, Any]) -> Pat
 
 def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[str, Any]:
     """Train as planned; returns the metrics written to `metrics.json`."""
-    from transformers import DataCollatorForLanguageModeling, DataCollatorWithPadding
+    from transformers import DataCollatorWithPadding
 
     from .callbacks import DiagnosticsCallback
+    from .data import ResumableMaskingCollator
     from .plotting import plot_loss_curve
     from .trainer import SimplifiedTrainer, training_arguments
 
@@ -262,9 +263,8 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[s
     if preset.task == "sequence-classification":
         collator = DataCollatorWithPadding(data.tokenizer)
     else:
-        collator = DataCollatorForLanguageModeling(data.tokenizer, mlm=preset.task == "masked-lm",
-                                                   mlm_probability=preset.data.mlm_probability,
-                                                   seed=preset.training.seed)
+        collator = ResumableMaskingCollator(data.tokenizer, mlm=preset.task == "masked-lm",
+                                            mlm_probability=preset.data.mlm_probability, seed=preset.training.seed)
     diag = DiagnosticsCallback(model) if diagnostics else None
     args = training_arguments(preset.training, str(out), eval_on_start=plan.resume_from is None)
     trainer = SimplifiedTrainer(

@@ -16,6 +16,7 @@ lists travel as one newline-joined string: `from_generator` would shard a list a
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import sysconfig
 from collections.abc import Iterator
@@ -44,17 +45,18 @@ def split_of(key: str, validation_percent: int = 5) -> str:
     return "validation" if digest % 100 < validation_percent else "train"
 
 
+@functools.lru_cache(maxsize=4)
+def _all_stdlib_files(root: str) -> tuple[str, ...]:
+    """Every stdlib `.py` file (relative posix path, installed packages excluded), in a fixed pseudo-random order."""
+    paths = [p.relative_to(root).as_posix() for p in Path(root).rglob("*.py")]
+    paths = [p for p in paths if p.split("/")[0] not in ("site-packages", "dist-packages")]
+    return tuple(sorted(paths, key=lambda p: hashlib.sha256(f"order:{p}".encode()).hexdigest()))
+
+
 def stdlib_files(split: str, max_files: int | None = None, skip_tests: bool = False) -> list[str]:
     """Relative paths of the stdlib `.py` files in `split`, in a fixed pseudo-random order (by hash), capped."""
-    root = stdlib_root()
-    paths = []
-    for path in root.rglob("*.py"):
-        rel = path.relative_to(root)
-        if rel.parts[0] in ("site-packages", "dist-packages") or (skip_tests and _TEST_PARTS & set(rel.parts)):
-            continue
-        if split_of(rel.as_posix()) == split:
-            paths.append(rel.as_posix())
-    paths.sort(key=lambda p: hashlib.sha256(f"order:{p}".encode()).hexdigest())
+    paths = [p for p in _all_stdlib_files(str(stdlib_root())) if split_of(p) == split
+             and not (skip_tests and _TEST_PARTS & set(p.split("/")))]
     return paths[:max_files] if max_files else paths
 
 
@@ -86,11 +88,20 @@ def _docstrings(root: str, rel: str) -> Iterator[tuple[int, str]]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            doc = ast.get_docstring(node)
-            if doc and len(doc.split()) >= 3:
-                yield getattr(node, "lineno", 0), doc
+    for node in _definitions(tree):
+        doc = ast.get_docstring(node)
+        if doc and len(doc.split()) >= 3:
+            yield getattr(node, "lineno", 0), doc
+
+
+def _definitions(node: ast.AST) -> Iterator[ast.AST]:
+    """The module, class and function nodes under `node`, walking statements only (docstrings live there)."""
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        yield node
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, ()) or ():
+            if isinstance(child, (ast.stmt, ast.excepthandler, getattr(ast, "match_case", ast.stmt))):
+                yield from _definitions(child)
 
 
 def _prose_records(root: str, paths: str, split: str, max_docs: int) -> Iterator[dict]:

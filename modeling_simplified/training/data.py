@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from transformers import PreTrainedTokenizerFast
+import torch
+from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFast
 
 from . import corpus
 from .presets import EMBEDDED, EMBEDDED_TASK, DataSpec, UsageError
@@ -210,6 +211,17 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerFast:
     except Exception as err:  # noqa: BLE001
         reason = " ".join(str(err).split())[:300]
         raise UsageError(f"cannot load tokenizer {name!r}: {reason}") from None
+
+
+class ResumableMaskingCollator(DataCollatorForLanguageModeling):
+    """`DataCollatorForLanguageModeling` whose masks come from a generator seeded by `(seed, batch content)`, so a
+    run resumed from a checkpoint masks every batch exactly as the uninterrupted run did (a single running
+    generator would be out of step after the Trainer skips the batches it already trained on)."""
+
+    def torch_mask_tokens(self, inputs: torch.Tensor, *args, **kwargs):
+        digest = hashlib.sha256(inputs.numpy().tobytes()).digest()
+        self.generator = torch.Generator().manual_seed((self.seed or 0) ^ int.from_bytes(digest[:7], "little"))
+        return super().torch_mask_tokens(inputs, *args, **kwargs)
 
 
 # -- tokenised datasets ----------------------------------------------------------------------------------------

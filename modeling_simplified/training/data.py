@@ -152,10 +152,12 @@ def tokenizer_cache_dir() -> Path:
 
 
 def _texts(ds, column: str, n: int):
+    """The first `n` texts of `column` (rows without a string there are skipped)."""
     for i, row in enumerate(ds):
         if i >= n:
             break
-        yield row[column]
+        if isinstance(row.get(column), str):
+            yield row[column]
 
 
 def train_tokenizer(kind: str, texts, vocab_size: int) -> PreTrainedTokenizerFast:

@@ -60,6 +60,7 @@ def test_sdpa_eager_flex_agree(block_type, head):
     assert (unmasked - flex).abs().max() > 1e-3
 
 
+@pytest.mark.slow  # two more flex compilations (~20 s on a cold inductor cache)
 def test_flex_static_cache_generation_equals_sdpa():
     """Cached, left-padded generation under flex_attention (static cache: fixed shapes, see the README)."""
     model = build("sas", "causal", attn_implementation="flex_attention")

@@ -744,14 +744,14 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
+    def set_output_embeddings(self, new_embeddings: nn.Linear):
+        self.lm_head = new_embeddings
+
     @staticmethod
     def create_masks_for_generate(attention_mask: torch.Tensor | None = None, **kwargs) -> torch.Tensor | None:
         """With a static cache, `generate` would pre-build a 4-D mask; keep the 2-D padding mask instead: the model
         builds its mask itself, and shaped attention counts the real keys of its centring term from the 2-D mask."""
         return attention_mask
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear):
-        self.lm_head = new_embeddings
 
     @can_return_tuple
     def forward(

@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int, help="optimizer steps (overrides the preset's length)")
     parser.add_argument("--output-dir", help="run directory (default: runs/<preset>)")
     parser.add_argument("--dataset", help=f"'{EMBEDDED}' (offline corpus shipped with Python), a Hugging Face "
-                        "dataset id, or a dataset folder saved with save_to_disk")
+                        "dataset id, or a local dataset folder (data files or save_to_disk)")
     parser.add_argument("--dataset-config", help="dataset config name, e.g. the GLUE task (sst2, cola, mnli, ...)")
     parser.add_argument("--init-from", help="start from a pretrained run (its output dir, export or checkpoint)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its last "
@@ -334,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list_presets:
         for name in available_presets():
-            print(f"{name:32s} {load_preset(name).paper}")
+            preset = load_preset(name)
+            print(f"{name:34s} {preset.task:24s} {preset.paper}")
         return 0
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:

@@ -318,8 +318,9 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[s
                     "learning_rate": preset.training.learning_rate, "train_loss": metrics["train_loss"],
                     "eval_loss": metrics["eval_loss"], "perplexity": metrics.get("perplexity"),
                     "loss_curve": str(curve), "license": "apache-2.0"}
-        if not str(preset.data.dataset).startswith(EMBEDDED) and not data.source.startswith("embedded"):
-            run_info["datasets"] = [preset.data.dataset]
+        hub_id = preset.data.dataset
+        if not data.source.startswith(EMBEDDED) and "/" in hub_id and not Path(hub_id).exists():
+            run_info["datasets"] = [hub_id]  # Hub ids only: card metadata
         metrics["wall_time_s"] = time.time() - started
         run_info["wall_time_s"] = metrics["wall_time_s"]
         metrics["export"] = str(_export(trainer.model, data.tokenizer, out / "export",

@@ -17,8 +17,12 @@ from typing import Any
 
 from modeling_simplified.configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig
 
-#: Where the preset JSONs live: `configuration/` at the repository root (an editable install or a checkout).
-PRESET_DIR = Path(__file__).resolve().parents[2] / "configuration"
+#: Where the preset JSONs live: `configuration/` at the repository root (a checkout or an editable install), which a
+#: regular install places at `modeling_simplified/configuration/` (pyproject package-dir).
+PRESET_DIR = next(
+    (d for d in (Path(__file__).resolve().parents[i] / "configuration" for i in (1, 2)) if d.is_dir()),
+    Path(__file__).resolve().parents[2] / "configuration",
+)
 
 TASKS = ("causal-lm", "masked-lm", "sequence-classification")
 LR_SCHEDULERS = ("linear", "cosine", "constant_with_warmup")

@@ -35,15 +35,24 @@ from .configuration_simplified import GATED_ACTIVATIONS, SimplifiedConfig
 # Gains and skips
 # ----------------------------------------------------------------------------------------------------------------
 class Gain(nn.Module):
-    """A gain `g·x` (βSA, βFF, NormFormer's ResScale λ): a scalar or a vector, trainable or fixed."""
+    """A gain `g·x` (βSA, βFF, NormFormer's ResScale λ): a scalar or a vector, trainable or fixed.
+
+    With `residual`, returns `residual + value·g·x` in one fused pass (`torch.addcmul`): the residual sums of eq. 1
+    and eq. 5 cost one elementwise op per term.
+    """
 
     def __init__(self, init_value: float, shape: tuple[int, ...] = (), trainable: bool = True):
         super().__init__()
         self.init_value = float(init_value)
         self.weight = nn.Parameter(torch.full(shape, self.init_value), requires_grad=trainable)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * x
+    def _gain(self) -> torch.Tensor:
+        return self.weight
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None, value: float = 1.0) -> torch.Tensor:
+        if residual is None:
+            return self._gain() * x if value == 1 else value * self._gain() * x
+        return torch.addcmul(residual, self._gain(), x, value=value)
 
     def extra_repr(self) -> str:
         return f"shape={tuple(self.weight.shape)}, init={self.init_value}, trainable={self.weight.requires_grad}"
@@ -63,8 +72,15 @@ class ConstantScale(nn.Module):
 class NoSkip(nn.Module):
     """A removed skip connection (α = 0): contributes nothing to the residual sum."""
 
-    def forward(self, x: torch.Tensor) -> int:
-        return 0
+    def forward(self, x: torch.Tensor) -> None:
+        return None
+
+
+class UnitGain(nn.Module):
+    """A branch gain fixed at 1 (Pre-LN): no parameter, no multiply; `residual + x` with a residual."""
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        return x if residual is None else residual + x
 
 
 def build_skip(gain: float) -> nn.Module:
@@ -77,7 +93,7 @@ def build_skip(gain: float) -> nn.Module:
 def build_gain(init_value: float, trainable: bool) -> nn.Module:
     """A residual-branch gain β: free when fixed at 1."""
     if not trainable and init_value == 1:
-        return nn.Identity()
+        return UnitGain()
     return Gain(init_value, trainable=trainable)
 
 
@@ -285,26 +301,30 @@ def uniform_attention(
     values: `(B, H, Tk, D)`, the whole cache (a static cache is longer than what is filled); key_mask: `(B, Tk')`
     with 1 for real tokens (`None`: all real; shorter than Tk is padded with 0). Causal: query `query_start + i`,
     `i < q_len`, averages the real keys up to itself (a running mean); bidirectional: every query averages all real
-    keys. Returns `(B, H, Tq, D)` (bidirectional: `(B, H, 1, D)`, broadcast), zero where no key is allowed.
+    keys. Returns `(B, Tq, H, D)`, token-major like the attention interface's output (bidirectional: `(B, 1, H, D)`,
+    broadcast), zero where no key is allowed. The running mean runs over the token-major layout, which is the
+    contiguous one for an uncached forward.
     A 4-D key_mask `(B, 1, Tq, Tk)` (user-built, e.g. packed sequences) gives `C` directly: its normalised rows.
     """
     dtype = values.dtype
-    values = values.float()
     if key_mask is not None and key_mask.dim() == 4:
-        return (_normalised_rows(key_mask) @ values).to(dtype)
+        return (_normalised_rows(key_mask) @ values.float()).transpose(1, 2).to(dtype)
+    values = values.transpose(1, 2).float()  # (B, Tk, H, D)
+    batch, k_len = values.shape[:2]
     if key_mask is None:
-        counts = torch.ones(values.shape[2], device=values.device).expand(values.shape[0], -1)
+        counts = torch.ones(k_len, device=values.device).expand(batch, -1)
     else:
-        counts = F.pad(key_mask.float(), (0, values.shape[2] - key_mask.shape[-1]))[:, -values.shape[2]:]
-        values = torch.where(counts[:, None, :, None] > 0, values, 0.0)
+        counts = F.pad(key_mask.float(), (0, k_len - key_mask.shape[-1]))[:, -k_len:]
+        values = torch.where(counts[:, :, None, None] > 0, values, 0.0)
     if causal:
-        rows = torch.arange(q_len, device=values.device) + query_start  # a static cache's length is a tensor
-        sums = values.cumsum(2).index_select(2, rows)
-        counts = counts.cumsum(-1).index_select(1, rows)
+        sums, counts = values.cumsum(1), counts.cumsum(-1)
+        if not (isinstance(query_start, int) and query_start == 0 and q_len == k_len):  # cached steps
+            rows = torch.arange(q_len, device=values.device) + query_start  # a static cache's length is a tensor
+            sums, counts = sums.index_select(1, rows), counts.index_select(1, rows)
     else:
-        sums = values.sum(2, keepdim=True)
+        sums = values.sum(1, keepdim=True)
         counts = counts.sum(-1, keepdim=True)
-    return (sums / counts.clamp(min=1)[:, None, :, None]).to(dtype)
+    return (sums / counts.clamp(min=1)[:, :, None, None]).to(dtype)
 
 
 def _normalised_rows(mask: torch.Tensor) -> torch.Tensor:
@@ -339,8 +359,8 @@ class SoftmaxMixing(nn.Module):
 class HeadGain(Gain):
     """A per-head gain of shaped attention (shape `(H,)`, or `(1,)` shared by the heads) on `(B, T, H, ·)` tensors."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight[:, None] * x
+    def _gain(self) -> torch.Tensor:
+        return self.weight[:, None]
 
 
 class ShapedMixing(nn.Module):
@@ -358,10 +378,10 @@ class ShapedMixing(nn.Module):
 
     def forward(self, attn_output, attn_weights, values, current_values, key_mask, query_start, causal):
         # the gains are called, never read: accelerate's offload hooks load weights when a module runs
-        out = self.alpha(current_values.transpose(1, 2)) + self.beta(attn_output)
+        out = self.beta(attn_output, residual=self.alpha(current_values.transpose(1, 2)))
         if self.gamma is not None:
             centre = uniform_attention(values, key_mask, query_start, current_values.shape[2], causal)
-            out = out - self.gamma(centre.transpose(1, 2))
+            out = self.gamma(centre, residual=out, value=-1.0)
         if attn_weights is not None:  # eager attention: report the matrix actually applied
             attn_weights = self.effective_weights(attn_weights, key_mask, query_start, causal)
         return out, attn_weights
@@ -372,10 +392,10 @@ class ShapedMixing(nn.Module):
         eye = torch.zeros(q_len, k_len, device=attn_weights.device, dtype=attn_weights.dtype)
         eye[torch.arange(q_len), torch.arange(q_len) + query_start] = 1.0
         per_head = lambda m: m.to(attn_weights.dtype).expand(b, h, q_len, k_len).transpose(1, 2)  # noqa: E731
-        weights = self.alpha(per_head(eye)) + self.beta(per_head(attn_weights))
+        weights = self.beta(per_head(attn_weights), residual=self.alpha(per_head(eye)))
         if self.gamma is not None:
             c = uniform_attention_matrix(key_mask, b, q_len, k_len, query_start, causal, attn_weights.device)
-            weights = weights - self.gamma(per_head(c))
+            weights = self.gamma(per_head(c), residual=weights, value=-1.0)
         return weights.transpose(1, 2).to(attn_weights.dtype)
 
 
@@ -500,9 +520,10 @@ class SimplifiedBlock(GradientCheckpointingLayer):
 
     def forward(self, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
         attn, _ = self.attn(self.attn_norm(hidden_states), **kwargs)
-        hidden_states = self.post_attn_norm(self.attn_skip(hidden_states) + self.attn_gain(self.attn_out_norm(attn)))
+        residual = self.attn_gain(self.attn_out_norm(attn), residual=self.attn_skip(hidden_states))
+        hidden_states = self.post_attn_norm(residual)
         mlp = self.mlp(self.mlp_norm(hidden_states))
-        return self.post_mlp_norm(self.mlp_skip(hidden_states) + self.mlp_gain(mlp))
+        return self.post_mlp_norm(self.mlp_gain(mlp, residual=self.mlp_skip(hidden_states)))
 
 
 class SimplifiedParallelBlock(GradientCheckpointingLayer):
@@ -522,7 +543,8 @@ class SimplifiedParallelBlock(GradientCheckpointingLayer):
     def forward(self, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
         normed = self.norm(hidden_states)
         attn, _ = self.attn(normed, **kwargs)
-        return self.skip(hidden_states) + self.attn_gain(self.attn_out_norm(attn)) + self.mlp_gain(self.mlp(normed))
+        out = self.mlp_gain(self.mlp(normed), residual=self.skip(hidden_states))
+        return self.attn_gain(self.attn_out_norm(attn), residual=out)
 
 
 def _output_init_std(config: SimplifiedConfig) -> float:

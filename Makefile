@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo test test-all bench clean
+.PHONY: setup demo test test-slow test-all clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,9 @@ demo: setup
 
 test: setup
 	$(BIN)/pytest -q
+
+test-slow: setup
+	$(BIN)/pytest -q -m slow
 
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"

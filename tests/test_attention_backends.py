@@ -60,6 +60,16 @@ def test_sdpa_eager_flex_agree(block_type, head):
     assert (unmasked - flex).abs().max() > 1e-3
 
 
+def _assert_flex_generation_equals_sdpa(model, ids, **kwargs):
+    """Generate under flex_attention, switch the model to sdpa, generate again: same tokens, logits within ATOL."""
+    flex = model.generate(ids, **kwargs)
+    model.set_attn_implementation("sdpa")
+    sdpa = model.generate(ids, **kwargs)
+    assert torch.equal(flex.sequences, sdpa.sequences)
+    for f, s in zip(flex.logits, sdpa.logits, strict=True):
+        torch.testing.assert_close(f, s, atol=ATOL, rtol=0)
+
+
 @pytest.mark.slow  # two more flex compilations (~20 s on a cold inductor cache)
 def test_flex_static_cache_generation_equals_sdpa():
     """Cached, left-padded generation under flex_attention (static cache: fixed shapes, see the README)."""
@@ -67,12 +77,7 @@ def test_flex_static_cache_generation_equals_sdpa():
     ids, mask = padded_batch("causal")
     kwargs = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0,
                   output_logits=True, return_dict_in_generate=True, cache_implementation="static")
-    flex = model.generate(ids, **kwargs)
-    model.set_attn_implementation("sdpa")
-    sdpa = model.generate(ids, **kwargs)
-    assert torch.equal(flex.sequences, sdpa.sequences)
-    for f, s in zip(flex.logits, sdpa.logits, strict=True):
-        torch.testing.assert_close(f, s, atol=ATOL, rtol=0)
+    _assert_flex_generation_equals_sdpa(model, ids, **kwargs)
 
 
 @pytest.mark.slow
@@ -84,12 +89,7 @@ def test_flex_dynamic_cache_generation_equals_sdpa(block_type):
     ids, mask = padded_batch("causal")
     kwargs = dict(attention_mask=mask, max_new_tokens=5, do_sample=False, eos_token_id=None, pad_token_id=0,
                   output_logits=True, return_dict_in_generate=True)
-    flex = model.generate(ids, **kwargs)
-    model.set_attn_implementation("sdpa")
-    sdpa = model.generate(ids, **kwargs)
-    assert torch.equal(flex.sequences, sdpa.sequences)
-    for f, s in zip(flex.logits, sdpa.logits, strict=True):
-        torch.testing.assert_close(f, s, atol=ATOL, rtol=0)
+    _assert_flex_generation_equals_sdpa(model, ids, **kwargs)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """Export a simplified-transformer model as exactly the folder that goes to the Hub.
 
-`export_model(model, output_dir, tokenizer=None, run_info=None)` writes `model.safetensors`, `config.json` (with an
-`auto_map` for AutoConfig, AutoModel and the model's head), `generation_config.json` (causal LM), the flat custom-code
-files `configuration_simplified.py` and `modeling_simplified.py`, the tokenizer files, `README.md` (the model card)
-and the loss-curve PNG when given. CLI: `simplified-export CHECKPOINT_DIR OUT_DIR` (or `python -m
+`export_model(model, output_dir, tokenizer=None, run_info=None)` writes `model.safetensors`, `config.json` (whose
+`auto_map` names every Auto class, as every `save_pretrained` of the family writes it), `generation_config.json`
+(causal LM), the flat custom-code files `configuration_simplified.py` and `modeling_simplified.py`, the tokenizer
+files, `README.md` (the model card) and the loss-curve PNG when given. CLI: `simplified-export CHECKPOINT_DIR OUT_DIR` (or `python -m
 modeling_simplified.hub_cards.export`).
 """
 
@@ -105,16 +105,6 @@ def _check_code_files(folder: Path) -> None:
                 raise ExportError(f"{name} imports the modeling_simplified package, which Hub users do not have.")
 
 
-def _write_auto_map(folder: Path, architecture: str) -> None:
-    config_file = folder / "config.json"
-    config = json.loads(config_file.read_text())
-    auto_map = {"AutoConfig": "configuration_simplified.SimplifiedConfig", "AutoModel": "modeling_simplified.SimplifiedModel"}
-    auto_map[HEADS[architecture][0]] = f"modeling_simplified.{architecture}"
-    config["auto_map"] = auto_map
-    config["architectures"] = [architecture]
-    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
 def _write_generation_config(folder: Path, model, tokenizer) -> None:
     from transformers import GenerationConfig
 
@@ -160,7 +150,6 @@ def export_model(model, output_dir: str | os.PathLike, tokenizer=None, run_info:
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.partial-", dir=output_dir.parent))
     try:
         model.save_pretrained(staging)
-        _write_auto_map(staging, architecture)
         if architecture == "SimplifiedForCausalLM":
             _write_generation_config(staging, model, tokenizer)
         else:

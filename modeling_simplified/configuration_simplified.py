@@ -25,6 +25,17 @@ HEAD_SCALES = ("none", "before_proj", "after_proj")
 INIT_SCHEMES = ("normal", "gpt2")
 NORM_POSITIONS = ("pre", "post")
 
+#: Every Auto class of the family. Each saved `config.json` carries all of them, whatever class saved it (model or
+#: Trainer `save_pretrained`, `push_to_hub`, the export tool), so a folder or Hub repo loads with any Auto class and
+#: `trust_remote_code=True`: a head that is not in the checkpoint is initialised, the base weights load as saved.
+AUTO_MAP = {
+    "AutoConfig": "configuration_simplified.SimplifiedConfig",
+    "AutoModel": "modeling_simplified.SimplifiedModel",
+    "AutoModelForCausalLM": "modeling_simplified.SimplifiedForCausalLM",
+    "AutoModelForMaskedLM": "modeling_simplified.SimplifiedForMaskedLM",
+    "AutoModelForSequenceClassification": "modeling_simplified.SimplifiedForSequenceClassification",
+}
+
 _PRE_LN = dict(
     parallel_block=False,
     norm_position="pre",
@@ -239,6 +250,7 @@ class SimplifiedConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        self.auto_map = {**(getattr(self, "auto_map", None) or {}), **AUTO_MAP}
         self._check_types()
         if self.block_type not in BLOCK_TYPES:
             raise ValueError(_choice_error("block_type", self.block_type, BLOCK_TYPES))

@@ -687,6 +687,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
+        config = self.config  # the layers share the model's config (its resolved `is_causal`, attention backend)
         self.embed_tokens = nn.Embedding(config.padded_vocab_size, config.hidden_size, config.pad_token_id)
         self.embed_positions = POSITIONS[config.position_embedding_type](config)
         self.embed_norm = build_norm(config.embedding_norm, config.hidden_size, config)

@@ -26,6 +26,7 @@ from modeling_simplified import (
     SimplifiedForSequenceClassification,
     SimplifiedModel,
 )
+from modeling_simplified.configuration_simplified import AUTO_MAP
 from modeling_simplified.hub_cards import card as card_mod
 from modeling_simplified.hub_cards.export import ExportError, export_model
 from modeling_simplified.hub_cards.export import main as export_main
@@ -226,10 +227,7 @@ def test_export_folder_is_exactly_the_hub_folder(cls, tmp_path, bpe_tokenizer):
     assert files == expected
     assert all(p.is_file() for p in out.iterdir())
     config = json.loads((out / "config.json").read_text())
-    head = {SimplifiedModel: "AutoModel", **AUTO}[cls]
-    assert config["auto_map"] == {"AutoConfig": "configuration_simplified.SimplifiedConfig",
-                                  "AutoModel": "modeling_simplified.SimplifiedModel",
-                                  head: f"modeling_simplified.{cls.__name__}"}
+    assert config["auto_map"] == AUTO_MAP
     assert config["architectures"] == [cls.__name__]
     modeling_src = (out / "modeling_simplified.py").read_text()
     assert "from .configuration_simplified import" in modeling_src

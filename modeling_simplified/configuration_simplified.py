@@ -60,6 +60,7 @@ _PRE_LN = dict(
     attn_branch_norm=False,
     mlp_act_norm=False,
     residual_scale=False,
+    init_scheme="normal",
 )
 _SHAPED = dict(
     _PRE_LN,
@@ -93,7 +94,12 @@ BLOCK_PRESETS: dict[str, dict] = {
         final_norm="layernorm",
     ),
     "normformer": dict(
-        _PRE_LN, norm_type="layernorm", head_scale="before_proj", attn_branch_norm=True, mlp_act_norm=True
+        _PRE_LN,
+        norm_type="layernorm",
+        head_scale="before_proj",
+        attn_branch_norm=True,
+        mlp_act_norm=True,
+        init_scheme="gpt2",  # NormFormer's GPT-3 baseline (Brown et al. 2020) scales residual outputs by 1/sqrt(2L)
     ),
 }
 
@@ -150,7 +156,10 @@ class SimplifiedConfig(PreTrainedConfig):
         intermediate_size: width entering the MLP output projection (for `swiglu`/`geglu` the gated width);
             default `4 * hidden_size`.
         hidden_act: MLP activation, one of `ACTIVATIONS`; `leaky_relu_slope` is the negative slope of `leaky_relu`.
-        position_embedding_type: `sinusoidal` (added at the embedding), `learned`, or `rotary` (`rope_theta`).
+        position_embedding_type: `learned` (the default: GPT-2's `wpe`, as in the authors' code; the paper's 167M /
+            146M parameter counts include it), `sinusoidal` (a fixed unit-amplitude table added at the embedding:
+            at std-0.02 token embeddings it swamps the token signal at init, so small models learn slowly), or
+            `rotary` (`rope_theta`).
         max_position_embeddings: longest sequence for learned positions.
         parallel_block: parallel (GPT-J) instead of sequential sub-blocks.
         norm_position: `pre` (Pre-LN) or `post` (norm after each residual add).
@@ -174,7 +183,8 @@ class SimplifiedConfig(PreTrainedConfig):
         head_scale, attn_branch_norm, mlp_act_norm, residual_scale: NormFormer's head-wise scaling (before or
             after W^O), LN after attention, LN after the MLP activation, and ResScale λ on the MLP skip.
         attention_bias / mlp_bias: biases on the attention / MLP matrices.
-        init_scheme: `normal` (std `initializer_range` everywhere) or `gpt2` (residual outputs /sqrt(2L)).
+        init_scheme: `normal` (std `initializer_range` everywhere) or `gpt2` (residual outputs /sqrt(2L); the
+            `normformer` preset, as its GPT-3 baseline).
         pad_vocab_size_multiple: pad the embedding matrix to a multiple of this; padded logits are never predicted.
         is_causal: decoder (`True`) or encoder (`False`); `None` lets the head decide (causal LM: causal).
     """
@@ -190,7 +200,7 @@ class SimplifiedConfig(PreTrainedConfig):
     intermediate_size: int | None = None
     hidden_act: str = "relu"
     leaky_relu_slope: float = 0.01
-    position_embedding_type: str = "sinusoidal"
+    position_embedding_type: str = "learned"
     max_position_embeddings: int = 1024
     rope_theta: float = 10000.0
 
@@ -236,7 +246,7 @@ class SimplifiedConfig(PreTrainedConfig):
     mlp_bias: bool = False
     tie_word_embeddings: bool = True
     initializer_range: float = 0.02
-    init_scheme: str = "normal"
+    init_scheme: str | None = None
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     embedding_dropout: float = 0.0

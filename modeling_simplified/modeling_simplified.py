@@ -15,7 +15,12 @@ from torch import nn
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.generation import GenerationMixin
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.masking_utils import (
+    create_bidirectional_mask,
+    create_causal_mask,
+    find_packed_sequence_indices,
+    packed_sequence_mask_function,
+)
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
@@ -294,7 +299,12 @@ class HeadScale(nn.Module):
 # Shaped attention
 # ----------------------------------------------------------------------------------------------------------------
 def uniform_attention(
-    values: torch.Tensor, key_mask: torch.Tensor | None, query_start: int | torch.Tensor, q_len: int, causal: bool
+    values: torch.Tensor,
+    key_mask: torch.Tensor | None,
+    query_start: int | torch.Tensor,
+    q_len: int,
+    causal: bool,
+    sequence_ids: torch.Tensor | None = None,
 ):
     """`C·X` of eq. 5 without a T×T matrix: the attention that the mask gives with all-zero logits.
 
@@ -305,6 +315,7 @@ def uniform_attention(
     broadcast), zero where no key is allowed. The running mean runs over the token-major layout, which is the
     contiguous one for an uncached forward.
     A 4-D key_mask `(B, 1, Tq, Tk)` (user-built, e.g. packed sequences) gives `C` directly: its normalised rows.
+    sequence_ids `(B, T)` (packed sequences, uncached): the mean restarts at each sequence, as the mask does.
     """
     dtype = values.dtype
     if key_mask is not None and key_mask.dim() == 4:
@@ -316,7 +327,9 @@ def uniform_attention(
     else:
         counts = F.pad(key_mask.float(), (0, k_len - key_mask.shape[-1]))[:, -k_len:]
         values = torch.where(counts[:, :, None, None] > 0, values, 0.0)
-    if causal:
+    if sequence_ids is not None:
+        sums, counts = _segment_sums(values, counts, sequence_ids, causal)
+    elif causal:
         sums, counts = values.cumsum(1), counts.cumsum(-1)
         if not (isinstance(query_start, int) and query_start == 0 and q_len == k_len):  # cached steps
             rows = torch.arange(q_len, device=values.device) + query_start  # a static cache's length is a tensor
@@ -325,6 +338,26 @@ def uniform_attention(
         sums = values.sum(1, keepdim=True)
         counts = counts.sum(-1, keepdim=True)
     return (sums / counts.clamp(min=1)[:, :, None, None]).to(dtype)
+
+
+def _segment_sums(values: torch.Tensor, counts: torch.Tensor, sequence_ids: torch.Tensor, causal: bool):
+    """Sums and counts of `C·X` per packed sequence (`sequence_ids` `(B, T)`, non-decreasing): causal, the running sum
+    since the sequence's first token (prefix sums minus the prefix before that token); bidirectional, the sequence's
+    total, gathered back to its tokens. O(T) memory, no T×T matrix."""
+    batch, k_len, heads, dim = values.shape
+    if causal:
+        positions = torch.arange(k_len, device=values.device).expand(batch, -1)
+        first = torch.ones_like(sequence_ids, dtype=torch.bool)
+        first[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
+        starts = torch.where(first, positions, 0).cummax(-1).values  # index of each token's sequence start
+        prefix = F.pad(values.cumsum(1), (0, 0, 0, 0, 1, 0))  # (B, T + 1, H, D): prefix[t] sums tokens < t
+        prefix_counts = F.pad(counts.cumsum(-1), (1, 0))
+        before = prefix.gather(1, starts[:, :, None, None].expand(-1, -1, heads, dim))
+        return prefix[:, 1:] - before, prefix_counts[:, 1:] - prefix_counts.gather(1, starts)
+    index = sequence_ids[:, :, None, None].expand(-1, -1, heads, dim)
+    sums = torch.zeros_like(values).scatter_add_(1, index, values).gather(1, index)
+    counts = torch.zeros_like(counts).scatter_add_(1, sequence_ids, counts).gather(1, sequence_ids)
+    return sums, counts
 
 
 def _normalised_rows(mask: torch.Tensor) -> torch.Tensor:
@@ -352,7 +385,7 @@ def uniform_attention_matrix(key_mask, batch: int, q_len: int, k_len: int, query
 class SoftmaxMixing(nn.Module):
     """Plain attention: the output of the attention interface as is."""
 
-    def forward(self, attn_output, attn_weights, values, current_values, key_mask, query_start, causal):
+    def forward(self, attn_output, attn_weights, values, current_values, masks, query_start, causal):
         return attn_output, attn_weights
 
 
@@ -376,25 +409,33 @@ class ShapedMixing(nn.Module):
         self.beta = HeadGain(config.shaped_beta_init, shape, trainable)
         self.gamma = HeadGain(config.shaped_gamma_init, shape, trainable) if config.centre_attention else None
 
-    def forward(self, attn_output, attn_weights, values, current_values, key_mask, query_start, causal):
+    def forward(self, attn_output, attn_weights, values, current_values, masks, query_start, causal):
+        """`masks` is `(attention_mask, key_padding_mask, sequence_ids)`: the mask the kernel used, the user's 2-D or
+        4-D mask, and the packed-sequence ids (see `SimplifiedModel.forward`)."""
+        attention_mask, key_mask, sequence_ids = masks
+        if attn_weights is not None:  # eager: the output comes from the matrix it reports (in the autograd graph)
+            attn_weights = self.effective_weights(attn_weights, attention_mask, key_mask, query_start, causal)
+            return (attn_weights @ values.to(attn_weights.dtype)).transpose(1, 2).to(values.dtype), attn_weights
         # the gains are called, never read: accelerate's offload hooks load weights when a module runs
         out = self.beta(attn_output, residual=self.alpha(current_values.transpose(1, 2)))
         if self.gamma is not None:
-            centre = uniform_attention(values, key_mask, query_start, current_values.shape[2], causal)
+            q_len = current_values.shape[2]
+            centre = uniform_attention(values, key_mask, query_start, q_len, causal, sequence_ids)
             out = self.gamma(centre, residual=out, value=-1.0)
-        if attn_weights is not None:  # eager attention: report the matrix actually applied
-            attn_weights = self.effective_weights(attn_weights, key_mask, query_start, causal)
-        return out, attn_weights
+        return out, None
 
-    def effective_weights(self, attn_weights, key_mask, query_start, causal):
-        """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix."""
+    def effective_weights(self, attn_weights, attention_mask, key_mask, query_start, causal):
+        """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix; `C` is the row-normalised mask the kernel applied."""
         b, h, q_len, k_len = attn_weights.shape
         eye = torch.zeros(q_len, k_len, device=attn_weights.device, dtype=attn_weights.dtype)
         eye[torch.arange(q_len), torch.arange(q_len) + query_start] = 1.0
         per_head = lambda m: m.to(attn_weights.dtype).expand(b, h, q_len, k_len).transpose(1, 2)  # noqa: E731
         weights = self.beta(per_head(attn_weights), residual=self.alpha(per_head(eye)))
         if self.gamma is not None:
-            c = uniform_attention_matrix(key_mask, b, q_len, k_len, query_start, causal, attn_weights.device)
+            if attention_mask is not None:
+                c = _normalised_rows(attention_mask)
+            else:  # no mask: every key (bidirectional) or the causal prefix
+                c = uniform_attention_matrix(key_mask, b, q_len, k_len, query_start, causal, attn_weights.device)
             weights = self.gamma(per_head(c), residual=weights, value=-1.0)
         return weights.transpose(1, 2).to(attn_weights.dtype)
 
@@ -452,6 +493,7 @@ class SimplifiedAttention(nn.Module):
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         past_key_values: Cache | None = None,
         key_padding_mask: torch.Tensor | None = None,
+        sequence_ids: torch.Tensor | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, q_len, _ = hidden_states.shape
@@ -477,7 +519,13 @@ class SimplifiedAttention(nn.Module):
             **kwargs,
         )
         attn_output, attn_weights = self.mixing(
-            attn_output, attn_weights, value, current_value, key_padding_mask, past_length, self.is_causal
+            attn_output,
+            attn_weights,
+            value,
+            current_value,
+            (attention_mask, key_padding_mask, sequence_ids),
+            past_length,
+            self.is_causal,
         )
         attn_output = self._project(attn_output)
         return self.dropout(attn_output), attn_weights
@@ -609,6 +657,11 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
         """Resize to `new_num_tokens` real tokens (`config.vocab_size`). The rows stay padded to
         `config.pad_vocab_size_multiple`, which `pad_to_multiple_of` raises to their least common multiple; padded
         logits are never predicted, so a saved model reloads with the same shapes."""
+        if pad_to_multiple_of is not None and not isinstance(pad_to_multiple_of, int):  # transformers' own check
+            raise ValueError(
+                f"Asking to pad the embedding matrix to a multiple of `{pad_to_multiple_of}`, which is not and integer. "
+                "Please make sure to pass an integer"
+            )
         if new_num_tokens is None and pad_to_multiple_of is None:
             return self.get_input_embeddings()
         vocab_size = self.config.vocab_size if new_num_tokens is None else new_num_tokens
@@ -736,8 +789,15 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         if position_ids is None:
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 
+        # packed sequences (padding-free batches: no mask, positions restarting at 0): the softmax mask and the
+        # centring mean C·X of shaped attention both stay within each sequence
+        sequence_ids = None
+        if attention_mask is None and isinstance(past_length, int) and past_length == 0 and seq_len > 1:
+            sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
         mask_fn = create_causal_mask if causal else create_bidirectional_mask
         mask_kwargs = dict(past_key_values=past_key_values, position_ids=position_ids) if causal else {}
+        if sequence_ids is not None:
+            mask_kwargs["and_mask_function"] = packed_sequence_mask_function(sequence_ids)
         mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)
         key_padding_mask = attention_mask if isinstance(attention_mask, torch.Tensor) else None  # 2-D or 4-D
 
@@ -750,6 +810,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
                 position_embeddings=position_embeddings,
                 past_key_values=past_key_values,
                 key_padding_mask=key_padding_mask,
+                sequence_ids=sequence_ids,
                 **kwargs,
             )
         return BaseModelOutputWithPast(last_hidden_state=self.norm(hidden_states), past_key_values=past_key_values)
@@ -771,10 +832,17 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         self.lm_head = new_embeddings
 
     @staticmethod
-    def create_masks_for_generate(attention_mask: torch.Tensor | None = None, **kwargs) -> torch.Tensor | None:
-        """With a static cache, `generate` would pre-build a 4-D mask; keep the 2-D padding mask instead: the model
-        builds its mask itself, and shaped attention counts the real keys of its centring term from the 2-D mask."""
-        return attention_mask
+    def create_masks_for_generate(
+        attention_mask: torch.Tensor | None = None, past_key_values: Cache | None = None, **kwargs
+    ) -> torch.Tensor | None:
+        """With a static cache, `generate` would pre-build a 4-D mask; keep the 2-D padding mask instead (the model
+        builds its mask itself, and shaped attention counts the real keys of its centring term from it), zero-padded
+        to the cache's length: every decoding step then has the same input shapes, and a compiled forward never
+        recompiles. Unfilled cache slots are no real keys."""
+        max_length = past_key_values.get_max_length() if past_key_values is not None else -1
+        if attention_mask is None or attention_mask.dim() != 2 or max_length <= attention_mask.shape[-1]:
+            return attention_mask
+        return F.pad(attention_mask, (0, max_length - attention_mask.shape[-1]))
 
     @can_return_tuple
     def forward(

@@ -66,7 +66,8 @@ BAD_CONFIGS = [
     (dict(block_type="normformer", norm_type="none"), "attn_branch_norm"),
     (dict(block_type="pre_ln", mlp_act_norm=True, norm_type="none"), "mlp_act_norm"),
     (dict(position_embedding_type="rotary", hidden_size=36, num_attention_heads=4), "position_embedding_type"),
-    (dict(hidden_size=33, num_attention_heads=3), "position_embedding_type"),  # sinusoidal needs an even width
+    (dict(hidden_size=33, num_attention_heads=3, position_embedding_type="sinusoidal"),
+     "position_embedding_type"),  # sinusoidal needs an even width
     (dict(vocab_size=100, pad_token_id=100), "pad_token_id"),
     (dict(pad_token_id=-3), "pad_token_id"),
     (dict(use_cache="no"), "use_cache"),

@@ -11,7 +11,7 @@ CODEPARROT = dict(num_hidden_layers=18, hidden_size=768, num_attention_heads=12,
 #: Crammed BERT (App. D.2): 16 blocks, GLU with GELU whose 3072 hidden units are halved by the gate, 32768 WordPiece.
 CRAMMED_BERT = dict(num_hidden_layers=16, hidden_size=768, num_attention_heads=12, hidden_act="geglu",
                     intermediate_size=1536, vocab_size=32768, norm_type="layernorm", norm_eps=1e-12,
-                    beta_ff_init=0.05)
+                    beta_ff_init=0.05, position_embedding_type="sinusoidal")  # cramming: parameter-free positions
 #: NormFormer Table 2: GPT-3 small, 12 layers, d = 768, learned positions over 2048 tokens.
 GPT3_SMALL = dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, vocab_size=50257,
                   position_embedding_type="learned", max_position_embeddings=2048, norm_type="layernorm")

@@ -206,7 +206,7 @@ def validate(preset: Preset) -> SimplifiedConfig:
     if preset.task == "causal-lm" and preset.model.get("is_causal") is False:
         raise UsageError(f"{where}: a causal-lm preset cannot set model.is_causal=false.")
     if d.seq_len > preset.model.get("max_position_embeddings", 1024) and \
-            preset.model.get("position_embedding_type", "sinusoidal") == "learned":
+            preset.model.get("position_embedding_type", "learned") == "learned":
         raise UsageError(f"{where}: data.seq_len ({d.seq_len}) exceeds model.max_position_embeddings.")
     return preset.config()
 

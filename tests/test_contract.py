@@ -1,0 +1,267 @@
+"""transformers' generic model contract, as its common model tests check it for every model it ships: packed
+sequences without padding, meta-device initialisation, compiled generation without recompiles, the
+`resize_token_embeddings` contract, `generate(inputs_embeds=...)`, attentions in the autograd graph, and memorising
+one batch. Tiny shapes (vocab 99, hidden 32, 2 layers, 4 heads, MLP 37), every block type, causal and masked heads."""
+
+import pytest
+import torch
+from conftest import perturb_
+from transformers import DataCollatorWithFlattening
+from transformers import initialization as init
+
+from modeling_simplified import BLOCK_TYPES, SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
+
+HEADS = (SimplifiedForCausalLM, SimplifiedForMaskedLM)
+LENGTHS = (5, 3, 4)
+
+
+def contract_config(block_type: str, **overrides) -> SimplifiedConfig:
+    shape = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                 max_position_embeddings=64)
+    return SimplifiedConfig(block_type=block_type, **{**shape, **overrides})
+
+
+def trained_like(cls, block_type: str, attn: str = "sdpa", seed: int = 0, **overrides):
+    """A model with every weight moved off its init (W^Q = 0 makes shaped attention the identity, context-free)."""
+    torch.manual_seed(seed)
+    model = perturb_(cls(contract_config(block_type, **overrides)), scale=0.1, seed=seed + 1).eval()
+    model.set_attn_implementation(attn)
+    return model
+
+
+def _sequences(seed: int = 0) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randint(1, 99, (n,), generator=gen) for n in LENGTHS]
+
+
+@torch.no_grad()
+def _padded_logits(model, seqs) -> torch.Tensor:
+    """Each sequence's logits from a right-padded batch with its 2-D mask, concatenated in packing order."""
+    ids = torch.zeros(len(seqs), max(LENGTHS), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)], mask[i, : len(s)] = s, 1
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    return torch.cat([logits[i, : len(s)] for i, s in enumerate(seqs)])
+
+
+def _packed() -> tuple[torch.Tensor, torch.Tensor]:
+    seqs = _sequences()
+    return torch.cat(seqs)[None], torch.cat([torch.arange(len(s)) for s in seqs])[None]
+
+
+def _block_diagonal(causal: bool) -> torch.Tensor:
+    ids = torch.cat([torch.full((n,), i) for i, n in enumerate(LENGTHS)])
+    allowed = ids[:, None] == ids[None, :]
+    if causal:
+        allowed &= torch.ones_like(allowed).tril()
+    return allowed[None, None]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 1. packed sequences
+# ------------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("cls", HEADS)
+def test_packed_sequences_equal_the_padded_batch(block_type, cls, attn):
+    """One row holding three sequences, positions restarting at 0, no mask: each token sees its own sequence only
+    (the softmax mask, and shaped attention's identity and centring mean C·X)."""
+    model = trained_like(cls, block_type, attn)
+    reference = _padded_logits(model, _sequences())
+    ids, positions = _packed()
+    with torch.no_grad():
+        packed = model(input_ids=ids, position_ids=positions).logits[0]
+        user_mask = model(input_ids=ids, position_ids=positions,
+                          attention_mask=_block_diagonal(model.config.is_causal)).logits[0]
+    torch.testing.assert_close(packed, reference, atol=1e-5, rtol=0)
+    torch.testing.assert_close(user_mask, reference, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("block_type", ["pre_ln", "sas", "sas_p", "simplest"])
+def test_flattening_collator_with_flash_kwargs_trains_like_the_padded_batch(block_type):
+    """`DataCollatorWithFlattening` (with its flash-attention varlen kwargs, which sdpa ignores): same logits and the
+    same gradients as the sequences run one by one."""
+    model = trained_like(SimplifiedForCausalLM, block_type).train()
+    seqs = _sequences(1)
+    batch = DataCollatorWithFlattening(return_flash_attn_kwargs=True)([{"input_ids": s.tolist()} for s in seqs])
+    assert {"cu_seq_lens_q", "max_length_k", "position_ids"} <= set(batch) and "attention_mask" not in batch
+    packed = model(**batch)
+    separate = [model(input_ids=s[None], labels=s[None]) for s in seqs]
+    torch.testing.assert_close(packed.logits[0], torch.cat([o.logits[0] for o in separate]), atol=1e-5, rtol=0)
+    tokens = [len(s) - 1 for s in seqs]  # the collator masks the first label of each sequence
+    expected = sum(o.loss * n for o, n in zip(separate, tokens)) / sum(tokens)
+    torch.testing.assert_close(packed.loss, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", HEADS)
+def test_packed_sequences_under_flex_attention(cls):
+    for block_type in ("pre_ln", "sas_p"):
+        model = trained_like(cls, block_type, "flex_attention")
+        ids, positions = _packed()
+        with torch.no_grad():
+            packed = model(input_ids=ids, position_ids=positions).logits[0]
+        model.set_attn_implementation("sdpa")
+        torch.testing.assert_close(packed, _padded_logits(model, _sequences()), atol=1e-5, rtol=0)
+
+
+def test_an_unpacked_row_takes_no_segment_path():
+    """Positions 0..T-1 are one sequence: no packed-sequence ids, the same logits as without position_ids."""
+    model = trained_like(SimplifiedForCausalLM, "sas_p")
+    ids = torch.cat(_sequences())[None]
+    with torch.no_grad():
+        a = model(input_ids=ids).logits
+        b = model(input_ids=ids, position_ids=torch.arange(ids.shape[1])[None]).logits
+    assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 2. meta-device initialisation
+# ------------------------------------------------------------------------------------------------------------------
+REPARAM = dict(value_mode="reparam", projection_mode="reparam", reparam_init="orthogonal", reparam_tie="last_block")
+
+
+@pytest.mark.parametrize("cls", HEADS)
+@pytest.mark.parametrize("overrides", [{}, REPARAM], ids=["preset", "reparam-orthogonal-tied"])
+def test_meta_device_init_recreates_every_parameter_and_buffer(block_type, cls, overrides):
+    if overrides and block_type not in ("sas", "sas_p", "simplest"):
+        pytest.skip("eq. 6 everywhere is an identity-value block option")
+    config = contract_config(block_type, **overrides)
+    with init.no_init_weights():
+        reference = cls(config)
+    torch.manual_seed(0)
+    reference.init_weights()
+    with torch.device("meta"):
+        model = cls(config)
+    model.to_empty(device="cpu")
+    torch.manual_seed(0)
+    model.init_weights()
+    for name, tensor in reference.state_dict().items():
+        assert torch.equal(model.state_dict()[name], tensor), name
+    assert sum(1 for _ in model.buffers()) == sum(1 for _ in reference.buffers())
+
+
+def test_from_pretrained_recreates_a_missing_buffer(tmp_path):
+    """A checkpoint without eq. 6's W_init gets it from `_init_weights`: the identity (layer 1's W^V of SAS)."""
+    from safetensors.torch import load_file, save_file
+
+    model = trained_like(SimplifiedForCausalLM, "sas")
+    model.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    key = "model.layers.0.attn.qkv.value.weight_init"
+    del weights[key]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded, info = SimplifiedForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == {key} or set(info["missing_keys"]) == {key}
+    assert torch.equal(loaded.state_dict()[key], torch.eye(32))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 3. compiled generation without recompiles
+# ------------------------------------------------------------------------------------------------------------------
+def test_compiled_generate_with_a_static_cache_never_recompiles(block_type):
+    """`forward` compiled with fullgraph, called by `generate` with a static cache and a left-padded batch: the
+    whole call compiles exactly two graphs (the prompt, one decoding step: every step has the same shapes), and a
+    second call runs with `fail_on_recompile`. Dynamo's guards do not depend on the backend, so a counting `eager`
+    backend checks them cheaply; the inductor path is exercised in test_generation's slow tests."""
+    torch._dynamo.reset()
+    model = trained_like(SimplifiedForCausalLM, block_type)
+    ids = torch.cat(_sequences())[:10].view(2, 5)
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    kw = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, cache_implementation="static",
+              eos_token_id=None, pad_token_id=0)
+    eager = model.generate(ids, **kw)
+    graphs = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs.append([tuple(t.shape) for t in example_inputs if isinstance(t, torch.Tensor)])
+        return graph_module.forward
+
+    model.forward = torch.compile(model.forward, fullgraph=True, backend=counting_backend)
+    assert torch.equal(model.generate(ids, **kw), eager)
+    assert len(graphs) == 2, graphs
+    with torch.compiler.set_stance("fail_on_recompile"):
+        assert torch.equal(model.generate(ids, **kw), eager)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 4. resize_token_embeddings
+# ------------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", HEADS)
+def test_resize_token_embeddings_contract(cls):
+    model = trained_like(cls, "sas_p")
+    original = model.get_input_embeddings().weight.clone()
+    bias = model.get_output_embeddings().bias
+    bias = None if bias is None else bias.clone()
+    with pytest.raises(ValueError, match=r"multiple of `1.3`, which is not and integer"):
+        model.resize_token_embeddings(120, pad_to_multiple_of=1.3)
+    torch.manual_seed(0)
+    grown = model.resize_token_embeddings(99 + 4000)
+    assert grown.weight.shape == (4099, 32) and model.config.vocab_size == 4099
+    assert model.get_output_embeddings().weight is grown.weight  # the tied head follows
+    new_rows = grown.weight[99:].detach()
+    # mean_resizing: new rows drawn from the old rows' mean and covariance
+    torch.testing.assert_close(new_rows.mean(0), original.mean(0), atol=0.02, rtol=0)
+    torch.testing.assert_close(torch.cov(new_rows.T), torch.cov(original.T), atol=0.03, rtol=0)
+    model.resize_token_embeddings(99)
+    assert torch.equal(model.get_input_embeddings().weight, original)
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    if bias is not None:
+        assert torch.equal(model.get_output_embeddings().bias, bias)
+    assert model(input_ids=torch.tensor([[1, 2, 3]])).logits.shape[-1] == 99
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 5. generate(inputs_embeds=...)
+# ------------------------------------------------------------------------------------------------------------------
+def test_generate_uses_the_given_inputs_embeds(block_type):
+    """Random prompt embeddings change the scores at every generated step (the prompt stays in the cache)."""
+    model = trained_like(SimplifiedForCausalLM, block_type)
+    ids = _sequences()[0][None]
+    embeds = model.get_input_embeddings()(ids)
+    kw = dict(max_new_tokens=4, do_sample=False, output_scores=True, return_dict_in_generate=True,
+              eos_token_id=None, pad_token_id=0)
+    real = model.generate(inputs_embeds=embeds, **kw)
+    same = model.generate(ids, inputs_embeds=embeds, **kw)
+    other = model.generate(ids, inputs_embeds=torch.randn_like(embeds), **kw)
+    for step, (a, b, c) in enumerate(zip(real.scores, same.scores, other.scores)):
+        torch.testing.assert_close(a, b)
+        assert not torch.allclose(a, c), f"step {step}: the random prompt was ignored"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 6. output_attentions under eager are part of the graph
+# ------------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", HEADS)
+def test_eager_attentions_are_in_the_autograd_graph(block_type, cls):
+    model = trained_like(cls, block_type, "eager").train()
+    out = model(input_ids=torch.cat(_sequences())[None], output_attentions=True)
+    for attention in out.attentions:
+        attention.retain_grad()
+    out.logits.square().mean().backward()
+    for i, attention in enumerate(out.attentions):
+        assert attention.grad is not None and attention.grad.abs().sum() > 0, f"layer {i}"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 7. memorising one batch
+# ------------------------------------------------------------------------------------------------------------------
+def test_memorising_one_batch(block_type):
+    """Adam (lr 1e-3, betas 0.9/0.999, no weight decay, clipping at 1) on one fixed batch for 300 steps: loss and
+    gradient norm both fall by at least 90%."""
+    torch.manual_seed(0)
+    model = SimplifiedForCausalLM(contract_config(block_type)).train()
+    ids = torch.randint(0, 99, (4, 16), generator=torch.Generator().manual_seed(0))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), weight_decay=0.0)
+    history = []
+    for _ in range(300):
+        loss = model(input_ids=ids, labels=ids).loss
+        optimizer.zero_grad()
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        history.append((loss.item(), grad_norm.item()))
+    (loss0, grad0), (loss1, grad1) = history[0], history[-1]
+    assert loss1 <= 0.1 * loss0, history[::50]
+    assert grad1 <= 0.1 * grad0, history[::50]

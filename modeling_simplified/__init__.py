@@ -17,7 +17,7 @@ _checkout = Path(__file__).resolve().parent.parent
 if (_checkout / "pyproject.toml").is_file() and (_checkout / "hub_cards").is_dir():
     __path__.append(str(_checkout))
 
-from .configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig
+from .configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig, __version__
 from .modeling_simplified import (
     SimplifiedForCausalLM,
     SimplifiedForMaskedLM,
@@ -34,6 +34,7 @@ AutoModelForMaskedLM.register(SimplifiedConfig, SimplifiedForMaskedLM, exist_ok=
 AutoModelForSequenceClassification.register(SimplifiedConfig, SimplifiedForSequenceClassification, exist_ok=True)
 
 __all__ = [
+    "__version__",
     "BLOCK_PRESETS",
     "BLOCK_TYPES",
     "SimplifiedConfig",

@@ -1,7 +1,8 @@
 """Configuration of the simplified transformer family (He & Hofmann, *Simplifying Transformer Blocks*, ICLR 2024).
 
-`block_type` is a preset: it fills every structural field it implies with the paper's value (DESIGN.md §2).
-Fields passed explicitly win over the preset, and the expanded values are what `config.json` stores.
+`block_type` is a preset: it fills every structural field it implies with the paper's value (paper §4 and
+App. D; NormFormer §2 for `normformer`). Fields passed explicitly win over the preset, and the expanded values are
+what `config.json` stores, with the release that wrote it (`simplified_transformers_version`).
 """
 
 import dataclasses
@@ -10,6 +11,9 @@ import types
 import typing
 
 from transformers import PreTrainedConfig
+
+#: The release of simplified-transformers (the one place it is written; pyproject.toml reads it from here).
+__version__ = "0.2.0.dev0"
 
 BLOCK_TYPES = ("pre_ln", "post_ln", "parallel", "value_skipinit", "sas", "sas_p", "simplest", "normformer")
 NORM_TYPES = ("rmsnorm", "layernorm", "none")
@@ -72,7 +76,7 @@ _SHAPED = dict(
 )
 _SAS = dict(_SHAPED, value_mode="identity", projection_mode="identity", first_layer_value_mode="reparam")
 
-#: What each block type implies (DESIGN.md §2). Every key is a config field that defaults to the preset.
+#: What each block type implies (paper §4, App. D; NormFormer §2). Every key is a field that defaults to the preset.
 BLOCK_PRESETS: dict[str, dict] = {
     "pre_ln": _PRE_LN,
     "post_ln": dict(_PRE_LN, norm_position="post", norm_type="layernorm", final_norm="none"),
@@ -369,6 +373,12 @@ class SimplifiedConfig(PreTrainedConfig):
             )
         if isinstance(self.eos_token_id, list) and not all(isinstance(t, int) for t in self.eos_token_id):
             raise ValueError(f"SimplifiedConfig.eos_token_id must be an int or a list of ints, got {self.eos_token_id}.")
+
+    def to_dict(self) -> dict:
+        """The fields, plus the simplified-transformers release that wrote them (as `transformers_version`)."""
+        output = super().to_dict()
+        output["simplified_transformers_version"] = __version__
+        return output
 
     @property
     def head_dim(self) -> int:

@@ -116,8 +116,8 @@ def test_preset_fills_every_field_it_implies(block_type):
     assert all(getattr(config, name) is not None for name in preset)
 
 
-def test_presets_match_design_table():
-    """Spot checks of DESIGN.md §2 against the expanded configs."""
+def test_presets_match_block_type_table():
+    """Spot checks of the block-type table (docs/architecture.md; paper §4, App. D) against the expanded configs."""
     sas, sas_p, simplest = (SimplifiedConfig(block_type=b) for b in ("sas", "sas_p", "simplest"))
     assert (sas.attn_skip_gain, sas.mlp_skip_gain, sas.parallel_block) == (0.0, 1.0, False)
     assert (sas.value_mode, sas.projection_mode, sas.first_layer_value_mode) == ("identity", "identity", "reparam")
@@ -162,6 +162,23 @@ def test_expanded_values_in_config_json_and_round_trip(tmp_path):
     assert on_disk["auto_map"]["AutoConfig"] == "configuration_simplified.SimplifiedConfig"
     reloaded = SimplifiedConfig.from_pretrained(tmp_path)
     assert _fields(reloaded) == _fields(config)
+
+
+def test_config_json_names_the_release_that_wrote_it(tmp_path):
+    """`simplified_transformers_version` is written on every save, from the one place the version lives."""
+    from importlib.metadata import version
+
+    from modeling_simplified import __version__
+
+    assert version("simplified-transformers") == __version__  # pyproject reads it from configuration_simplified
+    config = tiny_config("sas")
+    config.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["simplified_transformers_version"] == __version__
+    data = json.loads((tmp_path / "config.json").read_text())
+    data["simplified_transformers_version"] = "0.0.1"  # an older release's folder: re-saving stamps this release
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    reloaded = SimplifiedConfig.from_pretrained(tmp_path)
+    assert reloaded.to_dict()["simplified_transformers_version"] == __version__
 
 
 def _fields(config: SimplifiedConfig) -> dict:

@@ -26,7 +26,7 @@ from modeling_simplified import (
     SimplifiedForSequenceClassification,
     SimplifiedModel,
 )
-from modeling_simplified.configuration_simplified import AUTO_MAP
+from modeling_simplified.configuration_simplified import AUTO_MAP, __version__
 from modeling_simplified.hub_cards import card as card_mod
 from modeling_simplified.hub_cards.export import ExportError, export_model
 from modeling_simplified.hub_cards.export import main as export_main
@@ -229,6 +229,9 @@ def test_export_folder_is_exactly_the_hub_folder(cls, tmp_path, bpe_tokenizer):
     config = json.loads((out / "config.json").read_text())
     assert config["auto_map"] == AUTO_MAP
     assert config["architectures"] == [cls.__name__]
+    # the release that produced the export, in the config and the card
+    assert config["simplified_transformers_version"] == __version__
+    assert f"Exported with simplified-transformers {__version__} " in (out / "README.md").read_text()
     modeling_src = (out / "modeling_simplified.py").read_text()
     assert "from .configuration_simplified import" in modeling_src
     assert not re.search(r"^\s*(from|import)\s+modeling_simplified\b", modeling_src, re.MULTILINE)
@@ -376,7 +379,7 @@ def test_card_parameter_saving_against_pre_ln_twin(tmp_path):
     assert (twin_config.block_type, twin_config.hidden_act, twin_config.intermediate_size,
             twin_config.attention_bias, twin_config.norm_type, twin_config.value_mode) == \
         ("pre_ln", "swiglu", 48, True, "rmsnorm", "linear")
-    # the paper's shapes (DESIGN.md §3), counted on the meta device
+    # the paper's shapes (He & Hofmann §4.2 and Table 1; NormFormer Table 2), counted on the meta device
     gpt = dict(vocab_size=50257, hidden_size=768, num_hidden_layers=18, num_attention_heads=12,
                position_embedding_type="learned")
     sas = card_mod.parameter_report(SimplifiedConfig(block_type="sas", **gpt), "SimplifiedForCausalLM")

@@ -40,7 +40,7 @@ class UsageError(ValueError):
 
 @dataclasses.dataclass
 class TrainingRecipe:
-    """Optimiser, schedule, batch and bookkeeping of a run (paper App. D; DESIGN.md §4)."""
+    """Optimiser, schedule, batch and bookkeeping of a run (He & Hofmann 2024, App. D)."""
 
     learning_rate: float
     weight_decay: float = 0.1

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow test-all clean
+.PHONY: setup demo lint test test-slow test-all clean
 
 setup: $(VENV)/.installed
 
@@ -18,6 +18,11 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	$(BIN)/python -m modeling_simplified.demo
+
+# Lint and format check (configuration: [tool.ruff] in pyproject.toml). `ruff format .` and `ruff check --fix .` fix.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test: setup
 	$(BIN)/pytest -q

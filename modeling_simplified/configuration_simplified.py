@@ -149,7 +149,7 @@ class SimplifiedConfig(PreTrainedConfig):
     r"""Configuration of [`SimplifiedModel`] and its heads.
 
     Sequential block (paper eq. 1):  `X̂ = αSA·X + βSA·MHA(Norm1(X))`,  `Y = αFF·X̂ + βFF·MLP(Norm2(X̂))`.
-    Parallel block (eq. 12-13):      `Y = αcomb·X + βSA·MHA(Norm(X)) + βFF·MLP(Norm(X))`.
+    Parallel block (eq. 7):          `Y = αcomb·X + βSA·MHA(Norm(X)) + βFF·MLP(Norm(X))`.
     Shaped attention (eq. 5):        `(α·I + β·A(X) − γ·C)·X·W^V` per head.
 
     Fields left at `None` take the value that `block_type` implies (see `BLOCK_PRESETS`).

@@ -2,7 +2,7 @@
 
 One concept per module: gains, norms, positions, the value/projection matrices (identity, linear, or eq. 6
 reparameterisation), shaped attention (eq. 5) on top of transformers' attention interface, sequential (eq. 1) and
-parallel (eq. 12-13) blocks, and the heads. Shipped to the Hub as custom code: sibling imports only.
+parallel (eq. 7) blocks, and the heads. Shipped to the Hub as custom code: sibling imports only.
 """
 
 import copy
@@ -575,7 +575,7 @@ class SimplifiedBlock(GradientCheckpointingLayer):
 
 
 class SimplifiedParallelBlock(GradientCheckpointingLayer):
-    """Parallel block (eq. 12-13, GPT-J / SAS-P): `Y = αcomb·X + βSA·MHA(Norm(X)) + βFF·MLP(Norm(X))`."""
+    """Parallel block (eq. 7, GPT-J / SAS-P): `Y = αcomb·X + βSA·MHA(Norm(X)) + βFF·MLP(Norm(X))`."""
 
     def __init__(self, config: SimplifiedConfig, layer_idx: int):
         super().__init__()

@@ -255,3 +255,38 @@ def test_loading_a_checkpoint_without_causality(tmp_path):
     with torch.no_grad():
         assert torch.equal(model(input_ids=ids, attention_mask=mask).logits,
                            reloaded(input_ids=ids, attention_mask=mask).logits)
+
+
+@pytest.mark.parametrize("cls", [SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification,
+                                 SimplifiedModel])
+def test_build_train_save_load_log_no_warning(cls, tmp_path):
+    """Building, a training step, saving, reloading (class and Auto class) and generating log no transformers warning,
+    e.g. an unrecognised `loss_type` (the loss is chosen from the head's class name)."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    hf_logger = logging.getLogger("transformers")
+    hf_logging.warning_once.cache_clear()  # a warning already logged by an earlier test would be swallowed
+    hf_logger.addHandler(handler)
+    try:
+        model = cls(tiny_config("sas_p", num_labels=3, pad_token_id=0))
+        ids, mask = _batch()
+        labels = {SimplifiedForSequenceClassification: torch.tensor([0, 1, 2]), SimplifiedModel: None}.get(cls, ids)
+        kwargs = {} if labels is None else {"labels": labels}
+        out = model(input_ids=ids, attention_mask=mask, **kwargs)
+        (out.loss if labels is not None else out.last_hidden_state.sum()).backward()
+        model.save_pretrained(tmp_path)
+        cls.from_pretrained(tmp_path)
+        auto = {SimplifiedForCausalLM: AutoModelForCausalLM, SimplifiedForMaskedLM: AutoModelForMaskedLM,
+                SimplifiedForSequenceClassification: AutoModelForSequenceClassification}.get(cls, AutoModel)
+        reloaded = auto.from_pretrained(tmp_path, trust_remote_code=True)
+        reloaded(input_ids=ids, attention_mask=mask)
+        if cls is SimplifiedForCausalLM:
+            model.generate(ids[:1], max_new_tokens=2, do_sample=False, pad_token_id=0)
+    finally:
+        hf_logger.removeHandler(handler)
+    assert [r.getMessage() for r in records] == []

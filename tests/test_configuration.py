@@ -72,6 +72,14 @@ BAD_CONFIGS = [
     (dict(use_cache="no"), "use_cache"),
     (dict(is_causal="yes"), "is_causal"),
     (dict(bos_token_id=True), "bos_token_id"),
+    (dict(type_vocab_size=-1), "type_vocab_size"),
+    (dict(type_vocab_size=2.0), "type_vocab_size"),
+    (dict(rmsnorm_eps_position="root"), "rmsnorm_eps_position"),
+    (dict(qk_norm="layernorm"), "qk_norm"),
+    (dict(first_layer_norm="batchnorm"), "first_layer_norm"),
+    (dict(block_type="post_ln", first_layer_norm="rmsnorm"), "first_layer_norm"),
+    (dict(block_type="pre_ln", first_layer_norm="none"), "first_layer_norm"),
+    (dict(skip_gains_trainable="yes"), "skip_gains_trainable"),
 ]
 
 

@@ -63,8 +63,25 @@ def _matrix_mode(skip_gain, resid_gain, init_type: str, field: str) -> str:
     return "identity" if skip_gain == 1 and resid_gain == 0 else "reparam"
 
 
-def original_config(raw: dict) -> SimplifiedConfig:
-    """Our config for their `config.json` dict; a ConversionError names every setting we cannot express."""
+def _frozen_value(state: dict | None, c: dict, name: str, trainable: bool) -> float:
+    """A gain their run did not train holds one value in every layer (its config value in a fresh run): read it
+    from the checkpoint so that it is carried exactly; trained gains are loaded per layer anyway."""
+    default = float(c[name])
+    if trainable or state is None:
+        return default
+    values = {tuple(v.flatten().tolist()) for k, v in state.items() if k.endswith(f".{name}")}
+    flat = {x for v in values for x in v}
+    if not flat:
+        return default
+    if len(flat) > 1:
+        raise ConversionError(f"{name}: a frozen gain (not trainable in this config) holds several values {sorted(flat)}; "
+                              "only one value per checkpoint can be expressed.")
+    return flat.pop()
+
+
+def original_config(raw: dict, state: dict | None = None) -> SimplifiedConfig:
+    """Our config for their `config.json` dict (and state dict, whose frozen gains it reads); a ConversionError
+    names every setting we cannot express."""
     c = _settings(raw)
     refuse_incompatible("simplified (from the authors' format)", {
         "norm_position": (c["norm_position"], "pre"),
@@ -86,7 +103,11 @@ def original_config(raw: dict) -> SimplifiedConfig:
         refuse_incompatible("simplified (from the authors' format)",
                             {"last_layer_proj_resid_gain": (last, proj_mode)})
     parallel, centre = bool(c["parallel_layers"]), bool(c["centre_attn"])
-    softmax = not centre and not c["trainable_attn_mat_gains"] and c["attn_mat_resid_gain"] == 1
+    attn_gains_trainable = bool(c["trainable_attn_block_gains"])
+    mlp_gains_trainable = bool(c["trainable_mlp_block_gains"])
+    frozen = lambda name, trainable: _frozen_value(state, c, name, trainable)  # noqa: E731
+    beta = frozen("attn_mat_resid_gain", bool(c["trainable_attn_mat_gains"]))
+    softmax = not centre and not c["trainable_attn_mat_gains"] and beta == 1
     norm = NORMS[c["norm_type"]]
     return SimplifiedConfig(
         block_type="parallel" if parallel else "pre_ln",
@@ -98,14 +119,17 @@ def original_config(raw: dict) -> SimplifiedConfig:
         first_layer_norm="layernorm" if norm == "none" else norm, rmsnorm_eps_position="outside",
         qk_norm=c["qk_norm_type"], norm_eps=float(c["layer_norm_epsilon"]), norm_bias=True,
         embedding_norm="none", final_norm="layernorm",
-        attn_skip_gain=0.0 if parallel else float(c["attn_block_skip_gain"]),
-        mlp_skip_gain=float(c["mlp_block_skip_gain"]),
-        skip_gains_trainable=not parallel and bool(c["trainable_attn_block_gains"] or c["trainable_mlp_block_gains"]),
-        beta_sa_init=float(c["attn_block_resid_gain"]), beta_ff_init=float(c["mlp_block_resid_gain"]),
-        block_gains_trainable=bool(c["trainable_attn_block_gains"] or c["trainable_mlp_block_gains"]),
+        attn_skip_gain=0.0 if parallel or c["attn_block_skip_gain"] == 0 else frozen(
+            "attn_block_skip_gain", attn_gains_trainable),
+        mlp_skip_gain=0.0 if c["mlp_block_skip_gain"] == 0 else frozen(
+            "mlp_block_skip_gain", mlp_gains_trainable and not parallel),
+        skip_gains_trainable=not parallel and (attn_gains_trainable or mlp_gains_trainable),
+        beta_sa_init=frozen("attn_block_resid_gain", attn_gains_trainable),
+        beta_ff_init=frozen("mlp_block_resid_gain", mlp_gains_trainable),
+        block_gains_trainable=attn_gains_trainable or mlp_gains_trainable,
         attention_type="softmax" if softmax else "shaped",
         shaped_alpha_init=float(c["attn_mat_skip_gain"]) if centre else 0.0,
-        shaped_beta_init=float(c["attn_mat_resid_gain"]), shaped_gamma_init=float(c["centre_attn_gain"]),
+        shaped_beta_init=beta, shaped_gamma_init=float(c["centre_attn_gain"]),
         shaped_gains_per_head=True, shaped_gains_trainable=bool(c["trainable_attn_mat_gains"]),
         centre_attention=centre, value_mode=value_mode, first_layer_value_mode=first_value_mode,
         projection_mode=proj_mode, reparam_init="identity",
@@ -148,12 +172,11 @@ def _matrix(src: Source, module, s: str, t: str, out: dict):
 
 def original_to_simplified(raw_config: dict, state_dict: dict[str, torch.Tensor]) -> SimplifiedForCausalLM:
     """Their `config.json` dict and state dict -> `SimplifiedForCausalLM` with the same logits (and a KV cache)."""
-    config = original_config(raw_config)
+    config = original_config(raw_config, state_dict)
     state = dict(state_dict)
     wte = state.get("transformer.wte.weight")
     if wte is None:
         raise ConversionError("authors' checkpoint: missing keys ['transformer.wte.weight'].")
-    config.vocab_size = wte.shape[0]
     model = SimplifiedForCausalLM(config).to(wte.dtype)
     head = state.pop("lm_head.weight", None)
     if head is not None and not torch.equal(head, wte):

@@ -178,7 +178,7 @@ VARIANTS = {
 
 
 def _their_config(variant: str) -> dict:
-    base = dict(vocab_size=V, n_positions=32, n_embd=D, n_layer=L, n_head=H, n_inner=48, layer_norm_epsilon=1e-5,
+    base = dict(vocab_size=V, n_positions=32, n_embd=D, n_layer=L, n_head=H, n_inner=48, layer_norm_epsilon=1e-2,
                 activation_function="leaky_relu", lrelu_neg_slope=0.0, norm_type="rmsnorm", norm_position="pre",
                 qk_norm_type="none", parallel_layers=False, attn_block_resid_gain=1.0, attn_block_skip_gain=1.0,
                 mlp_block_resid_gain=1.0, mlp_block_skip_gain=1.0, attn_mat_resid_gain=1.0, attn_mat_skip_gain=0.0,
@@ -200,7 +200,7 @@ def _their_matrix_form(skip, resid, init_type):
 def _their_checkpoint(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
     """Their state dict, built from the format's facts, every tensor random (biases, gains, norm scales too)."""
     gen = torch.Generator().manual_seed(seed)
-    rnd = lambda *shape, scale=0.3: torch.randn(*shape, generator=gen) * scale  # noqa: E731
+    rnd = lambda *shape, scale=0.15: torch.randn(*shape, generator=gen) * scale  # noqa: E731
     near = lambda value, *shape: value + rnd(*shape, scale=0.1)  # noqa: E731
     d, n, w = cfg["n_embd"], cfg["n_head"], cfg["n_inner"]
     # a gain their run does not train holds one value everywhere: perturbed once, shared by every layer and head

@@ -205,3 +205,11 @@ def test_derived_properties():
     assert config.head_dim == 64
     assert config.padded_vocab_size == 50304
     assert SimplifiedConfig(vocab_size=50257).padded_vocab_size == 50257
+
+
+def test_conversion_fields_defaults():
+    """Fields added for checkpoint conversion change nothing by default; first_layer_norm follows norm_type."""
+    config = SimplifiedConfig(block_type="pre_ln", norm_type="layernorm")
+    assert (config.type_vocab_size, config.rmsnorm_eps_position, config.qk_norm) == (0, "inside", "none")
+    assert config.first_layer_norm == "layernorm" and config.skip_gains_trainable is False
+    assert SimplifiedConfig(block_type="sas_p", norm_type="none", first_layer_norm="layernorm").first_layer_norm == "layernorm"

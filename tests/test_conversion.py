@@ -446,3 +446,19 @@ def test_cli_gpt2_round_trip_and_refusal(tmp_path, capsys):
     SimplifiedForCausalLM(tiny_config("sas")).save_pretrained(tmp_path / "sas")
     assert main(["simplified-to-gpt2", str(tmp_path / "sas"), str(tmp_path / "no")]) == 1
     assert "value_mode" in capsys.readouterr().err and not (tmp_path / "no").exists()
+
+
+def test_cli_runs_as_a_program(tmp_path):
+    """The `simplified-convert` entry point's module, run in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    cfg = _their_config("sas_p_no_norms")
+    sd = _their_checkpoint(cfg)
+    _write_theirs(tmp_path / "theirs", cfg, sd)
+    run = subprocess.run([sys.executable, "-m", "modeling_simplified.conversion.cli", "original",
+                          str(tmp_path / "theirs"), str(tmp_path / "ours")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    model = SimplifiedForCausalLM.from_pretrained(tmp_path / "ours").eval()
+    with torch.no_grad():
+        assert torch.allclose(model(_ids()).logits, _their_logits(cfg, sd, _ids()), atol=1e-5, rtol=0)

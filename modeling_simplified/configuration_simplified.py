@@ -33,6 +33,7 @@ _PRE_LN = dict(
     norm_type="rmsnorm",
     embedding_norm="none",
     final_norm=None,  # None: same as norm_type
+    first_layer_norm=None,  # None: same as norm_type
     attn_skip_gain=1.0,
     mlp_skip_gain=1.0,
     block_gains_trainable=False,

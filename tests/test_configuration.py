@@ -116,6 +116,7 @@ def test_preset_fills_every_field_it_implies(block_type):
             continue
         assert getattr(config, name) == value, name
     assert config.final_norm == (preset["final_norm"] or config.norm_type)
+    assert config.first_layer_norm == (preset["first_layer_norm"] or config.norm_type)
     assert config.first_layer_value_mode == (preset["first_layer_value_mode"] or config.value_mode)
     expected_query_std = preset["query_init_std"] if preset["query_init_std"] is not None else 0.02
     assert config.query_init_std == expected_query_std

@@ -462,3 +462,31 @@ def test_cli_runs_as_a_program(tmp_path):
     model = SimplifiedForCausalLM.from_pretrained(tmp_path / "ours").eval()
     with torch.no_grad():
         assert torch.allclose(model(_ids()).logits, _their_logits(cfg, sd, _ids()), atol=1e-5, rtol=0)
+
+
+def test_cli_bert_and_llama(tmp_path):
+    from modeling_simplified import SimplifiedForMaskedLM, SimplifiedModel
+
+    bert = perturb_(BertForMaskedLM(BertConfig(num_hidden_layers=2, hidden_size=D, num_attention_heads=H,
+                                               intermediate_size=48, vocab_size=V, max_position_embeddings=32))).eval()
+    bert.save_pretrained(tmp_path / "bert")
+    assert main(["bert-to-simplified", str(tmp_path / "bert"), str(tmp_path / "ours-mlm")]) == 0
+    inputs = _bert_inputs()
+    with torch.no_grad():
+        ours = SimplifiedForMaskedLM.from_pretrained(tmp_path / "ours-mlm").eval()
+        assert torch.allclose(ours(**inputs).logits, bert(**inputs).logits, atol=1e-5, rtol=0)
+    encoder = perturb_(BertModel(bert.config)).eval()
+    encoder.save_pretrained(tmp_path / "encoder")
+    assert main(["bert-to-simplified", str(tmp_path / "encoder"), str(tmp_path / "refused")]) == 1
+    assert not (tmp_path / "refused").exists()
+    assert main(["bert-to-simplified", "--drop-pooler", str(tmp_path / "encoder"), str(tmp_path / "ours-enc")]) == 0
+    with torch.no_grad():
+        ours = SimplifiedModel.from_pretrained(tmp_path / "ours-enc").eval()
+        expected = encoder(**inputs).last_hidden_state
+        assert torch.allclose(ours(**inputs).last_hidden_state, expected, atol=1e-5, rtol=0)
+    llama = perturb_(LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, hidden_size=D, num_attention_heads=H,
+                                                  num_key_value_heads=H, intermediate_size=48, vocab_size=V))).eval()
+    llama.save_pretrained(tmp_path / "llama")
+    assert main(["llama-to-simplified", str(tmp_path / "llama"), str(tmp_path / "ours-llama")]) == 0
+    assert main(["simplified-to-llama", str(tmp_path / "ours-llama"), str(tmp_path / "llama-back")]) == 0
+    _assert_same_state(llama.state_dict(), LlamaForCausalLM.from_pretrained(tmp_path / "llama-back").state_dict())

@@ -298,11 +298,14 @@ class SimplifiedConfig(PreTrainedConfig):
             if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
                 raise ValueError(f"SimplifiedConfig.{name} must be a finite number >= 0, got {getattr(self, name)}.")
         if self.type_vocab_size < 0:
-            raise ValueError(f"SimplifiedConfig.type_vocab_size must be >= 0 (0: no token types), got {self.type_vocab_size}.")
+            raise ValueError(
+                f"SimplifiedConfig.type_vocab_size must be >= 0 (0: no token types), got {self.type_vocab_size}."
+            )
         if self.first_layer_norm != self.norm_type and (self.norm_position != "pre" or self.first_layer_norm == "none"):
             raise ValueError(
-                f"SimplifiedConfig.first_layer_norm={self.first_layer_norm!r} differs from norm_type={self.norm_type!r}: "
-                "allowed only with norm_position='pre' and a first_layer_norm in ('rmsnorm', 'layernorm')."
+                f"SimplifiedConfig.first_layer_norm={self.first_layer_norm!r} differs from "
+                f"norm_type={self.norm_type!r}: allowed only with norm_position='pre' and a first_layer_norm in "
+                "('rmsnorm', 'layernorm')."
             )
         if not math.isfinite(self.rope_theta) or self.rope_theta <= 0:
             raise ValueError(f"SimplifiedConfig.rope_theta must be a finite number > 0, got {self.rope_theta}.")

@@ -349,7 +349,8 @@ def test_original_expected_structure():
 
 def test_converted_sas_p_decodes_with_cache():
     cfg = _their_config("sas_p")
-    model = original_to_simplified(cfg, _their_checkpoint(cfg))
+    sd = _their_checkpoint(cfg)
+    model = original_to_simplified(cfg, sd)
     prompt = _ids(length=5)
     kwargs = dict(max_new_tokens=10, do_sample=False, attention_mask=torch.ones_like(prompt), pad_token_id=V - 1)
     cached = model.generate(prompt, use_cache=True, **kwargs)
@@ -357,11 +358,7 @@ def test_converted_sas_p_decodes_with_cache():
     assert cached.shape == (2, 15)
     assert torch.equal(cached, uncached)
     with torch.no_grad():  # and the generated text is what their equations predict
-        assert torch.equal(_their_logits(cfg, model_state(cfg), cached[:, :-1])[:, -1].argmax(-1), cached[:, -1])
-
-
-def model_state(cfg):
-    return _their_checkpoint(cfg)
+        assert torch.equal(_their_logits(cfg, sd, cached[:, :-1])[:, -1].argmax(-1), cached[:, -1])
 
 
 @pytest.mark.parametrize("edit,listed", [

@@ -28,6 +28,8 @@ REPARAM_TIES = ("none", "all_blocks", "last_block")
 HEAD_SCALES = ("none", "before_proj", "after_proj")
 INIT_SCHEMES = ("normal", "gpt2")
 NORM_POSITIONS = ("pre", "post")
+EPS_POSITIONS = ("inside", "outside")
+QK_NORMS = ("none", "rmsnorm")
 
 #: Every Auto class of the family. Each saved `config.json` carries all of them, whatever class saved it (model or
 #: Trainer `save_pretrained`, `push_to_hub`, the export tool), so a folder or Hub repo loads with any Auto class and
@@ -46,6 +48,7 @@ _PRE_LN = dict(
     norm_type="rmsnorm",
     embedding_norm="none",
     final_norm=None,  # None: same as norm_type
+    first_layer_norm=None,  # None: same as norm_type
     attn_skip_gain=1.0,
     mlp_skip_gain=1.0,
     block_gains_trainable=False,
@@ -112,6 +115,9 @@ _CHOICES = {
     "norm_type": NORM_TYPES,
     "embedding_norm": NORM_TYPES,
     "final_norm": NORM_TYPES,
+    "first_layer_norm": NORM_TYPES,
+    "rmsnorm_eps_position": EPS_POSITIONS,
+    "qk_norm": QK_NORMS,
     "norm_position": NORM_POSITIONS,
     "hidden_act": ACTIVATIONS,
     "position_embedding_type": POSITION_TYPES,
@@ -169,7 +175,14 @@ class SimplifiedConfig(PreTrainedConfig):
         norm_position: `pre` (Pre-LN) or `post` (norm after each residual add).
         norm_type / norm_eps / norm_bias: the block norms (`none` removes them); `norm_bias` is LayerNorm's bias.
         embedding_norm / final_norm: norm on the embedding output / after the last block (`none` removes it).
-        attn_skip_gain (αSA), mlp_skip_gain (αFF; αcomb for parallel blocks): fixed skip gains, 0 removes the skip.
+        first_layer_norm: the norm before the first block's attention (a parallel block's only norm); `None`:
+            `norm_type` (the authors' `norm_type none` keeps a LayerNorm there only).
+        rmsnorm_eps_position: `inside` the root (torch, Llama: `x/sqrt(mean(x²)+eps)`) or `outside` (the authors'
+            code: `x/(sqrt(mean(x²))+eps)`).
+        qk_norm: `rmsnorm` norms each head's queries and keys with one `[head_dim]` scale (the authors' `op` run).
+        type_vocab_size: number of token types (BERT's segment embeddings) added at the embedding; 0: none.
+        attn_skip_gain (αSA), mlp_skip_gain (αFF; αcomb for parallel blocks): fixed skip gains, 0 removes the skip;
+            `skip_gains_trainable` makes the non-zero ones trainable scalars.
         beta_sa_init (βSA), beta_ff_init (βFF): residual branch gains; the paper uses βFF 0.1 at 18×768, 0.2 for
             narrower models, 0.05 for crammed BERT; theory suggests O(1/sqrt(depth)).
         block_gains_trainable: whether βSA and βFF are trained (fixed gains of 1 cost nothing).
@@ -186,7 +199,7 @@ class SimplifiedConfig(PreTrainedConfig):
         query_init_std: init std of W^Q (0 for the simplified blocks, so shaped attention is the identity).
         head_scale, attn_branch_norm, mlp_act_norm, residual_scale: NormFormer's head-wise scaling (before or
             after W^O), LN after attention, LN after the MLP activation, and ResScale λ on the MLP skip.
-        attention_bias / mlp_bias: biases on the attention / MLP matrices.
+        attention_bias / mlp_bias: biases on the attention / MLP matrices (reparameterised ones included).
         init_scheme: `normal` (std `initializer_range` everywhere) or `gpt2` (residual outputs /sqrt(2L); the
             `normformer` preset, as its GPT-3 baseline).
         pad_vocab_size_multiple: pad the embedding matrix to a multiple of this; padded logits are never predicted.
@@ -215,12 +228,17 @@ class SimplifiedConfig(PreTrainedConfig):
     norm_bias: bool = True
     embedding_norm: str | None = None
     final_norm: str | None = None
+    first_layer_norm: str | None = None
+    rmsnorm_eps_position: str = "inside"
+    qk_norm: str = "none"
+    type_vocab_size: int = 0
 
     attn_skip_gain: float | None = None
     mlp_skip_gain: float | None = None
     beta_sa_init: float = 1.0
     beta_ff_init: float | None = None
     block_gains_trainable: bool | None = None
+    skip_gains_trainable: bool = False
 
     attention_type: str | None = None
     shaped_alpha_init: float | None = None
@@ -273,6 +291,8 @@ class SimplifiedConfig(PreTrainedConfig):
                 setattr(self, name, value)
         if self.final_norm is None:
             self.final_norm = self.norm_type
+        if self.first_layer_norm is None:
+            self.first_layer_norm = self.norm_type
         if self.first_layer_value_mode is None:
             self.first_layer_value_mode = self.value_mode
         if self.query_init_std is None:
@@ -303,6 +323,16 @@ class SimplifiedConfig(PreTrainedConfig):
         for name in ("norm_eps", "initializer_range", "query_init_std"):
             if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
                 raise ValueError(f"SimplifiedConfig.{name} must be a finite number >= 0, got {getattr(self, name)}.")
+        if self.type_vocab_size < 0:
+            raise ValueError(
+                f"SimplifiedConfig.type_vocab_size must be >= 0 (0: no token types), got {self.type_vocab_size}."
+            )
+        if self.first_layer_norm != self.norm_type and (self.norm_position != "pre" or self.first_layer_norm == "none"):
+            raise ValueError(
+                f"SimplifiedConfig.first_layer_norm={self.first_layer_norm!r} differs from "
+                f"norm_type={self.norm_type!r}: allowed only with norm_position='pre' and a first_layer_norm in "
+                "('rmsnorm', 'layernorm')."
+            )
         if not math.isfinite(self.rope_theta) or self.rope_theta <= 0:
             raise ValueError(f"SimplifiedConfig.rope_theta must be a finite number > 0, got {self.rope_theta}.")
         if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:

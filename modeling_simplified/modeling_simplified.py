@@ -88,8 +88,10 @@ class UnitGain(nn.Module):
         return x if residual is None else residual + x
 
 
-def build_skip(gain: float) -> nn.Module:
-    """The fixed skip gain α of eq. 1: identity, removed, or a constant."""
+def build_skip(gain: float, trainable: bool = False) -> nn.Module:
+    """The skip gain α of eq. 1: identity, removed, or a constant (a trainable scalar with `trainable`)."""
+    if trainable and gain != 0:
+        return Gain(gain, trainable=True)
     if gain == 1:
         return nn.Identity()
     return NoSkip() if gain == 0 else ConstantScale(gain)
@@ -102,10 +104,18 @@ def build_gain(init_value: float, trainable: bool) -> nn.Module:
     return Gain(init_value, trainable=trainable)
 
 
+class RMSNormEpsOutside(nn.RMSNorm):
+    """RMSNorm with eps outside the root, `weight·x/(sqrt(mean(x²)) + eps)` (the authors' code)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * (x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps))
+
+
 def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:
-    """`rmsnorm`, `layernorm` or `none` (an `nn.Identity`)."""
+    """`rmsnorm` (eps inside or outside the root), `layernorm` or `none` (an `nn.Identity`)."""
     if kind == "rmsnorm":
-        return nn.RMSNorm(dim, eps=config.norm_eps)
+        rmsnorm = RMSNormEpsOutside if config.rmsnorm_eps_position == "outside" else nn.RMSNorm
+        return rmsnorm(dim, eps=config.norm_eps)
     if kind == "layernorm":
         return nn.LayerNorm(dim, eps=config.norm_eps, bias=config.norm_bias)
     return nn.Identity()
@@ -155,6 +165,25 @@ class RotaryPositions(nn.Module):
 
 
 POSITIONS = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions, "rotary": RotaryPositions}
+
+
+class TokenTypeEmbedding(nn.Embedding):
+    """BERT's token-type (segment) embeddings added to the token embeddings; type 0 when no ids are given."""
+
+    def __init__(self, config: SimplifiedConfig):
+        super().__init__(config.type_vocab_size, config.hidden_size)
+
+    def forward(self, inputs_embeds: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
+        return inputs_embeds + super().forward(token_type_ids)
+
+
+class NoTokenTypes(nn.Module):
+    """No token types (`type_vocab_size=0`): the embeddings as they are."""
+
+    def forward(self, inputs_embeds: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        return inputs_embeds
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -229,13 +258,14 @@ class ReparamLinear(nn.Module):
         self.delta = nn.Parameter(torch.empty(dim, dim))
         self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
         self.beta = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
+        self.bias = nn.Parameter(torch.empty(dim)) if config.attention_bias else None
 
     @property
     def weight(self) -> torch.Tensor:
         return self.alpha * self.weight_init + self.beta * self.delta
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight)
+        return F.linear(x, self.weight, self.bias)
 
 
 def build_matrix(mode: str, config: SimplifiedConfig, linear_init_std: float | None = None) -> nn.Module:
@@ -480,6 +510,8 @@ class SimplifiedAttention(nn.Module):
         self.attention_dropout = config.attention_dropout
         value_mode = config.first_layer_value_mode if layer_idx == 0 else config.value_mode
         self.qkv = FusedQKV(config) if value_mode == "linear" else QKWithValue(config, value_mode)
+        self.q_norm = build_norm(config.qk_norm, self.head_dim, config)
+        self.k_norm = build_norm(config.qk_norm, self.head_dim, config)
         self.mixing = ShapedMixing(config) if config.attention_type == "shaped" else SoftmaxMixing()
         self.head_scale = HeadScale(self.num_heads) if config.head_scale != "none" else nn.Identity()
         self.o_proj = build_matrix(config.projection_mode, config, _output_init_std(config))
@@ -499,7 +531,7 @@ class SimplifiedAttention(nn.Module):
         batch, q_len, _ = hidden_states.shape
         heads = lambda t: t.view(batch, q_len, self.num_heads, self.head_dim).transpose(1, 2)  # noqa: E731
         query, key, value = (heads(t) for t in self.qkv(hidden_states))
-        query, key = apply_rotary(query, key, position_embeddings)
+        query, key = apply_rotary(self.q_norm(query), self.k_norm(key), position_embeddings)
         past_length = _cache_length(past_key_values, self.layer_idx)
         current_value = value
         if past_key_values is not None:
@@ -554,15 +586,17 @@ class SimplifiedBlock(GradientCheckpointingLayer):
     def __init__(self, config: SimplifiedConfig, layer_idx: int):
         super().__init__()
         d, pre, kind = config.hidden_size, config.norm_position == "pre", config.norm_type
-        self.attn_norm = build_norm(kind if pre else "none", d, config)
+        self.attn_norm = build_norm((config.first_layer_norm if layer_idx == 0 else kind) if pre else "none", d, config)
         self.attn = SimplifiedAttention(config, layer_idx)
         self.attn_out_norm = build_norm(kind if config.attn_branch_norm else "none", d, config)
-        self.attn_skip = build_skip(config.attn_skip_gain)
+        self.attn_skip = build_skip(config.attn_skip_gain, config.skip_gains_trainable)
         self.attn_gain = build_gain(config.beta_sa_init, config.block_gains_trainable)
         self.post_attn_norm = build_norm("none" if pre else kind, d, config)
         self.mlp_norm = build_norm(kind if pre else "none", d, config)
         self.mlp = SimplifiedMLP(config)
-        self.mlp_skip = Gain(1.0, (d,)) if config.residual_scale else build_skip(config.mlp_skip_gain)
+        self.mlp_skip = (
+            Gain(1.0, (d,)) if config.residual_scale else build_skip(config.mlp_skip_gain, config.skip_gains_trainable)
+        )
         self.mlp_gain = build_gain(config.beta_ff_init, config.block_gains_trainable)
         self.post_mlp_norm = build_norm("none" if pre else kind, d, config)
 
@@ -580,13 +614,15 @@ class SimplifiedParallelBlock(GradientCheckpointingLayer):
     def __init__(self, config: SimplifiedConfig, layer_idx: int):
         super().__init__()
         d = config.hidden_size
-        self.norm = build_norm(config.norm_type, d, config)
+        self.norm = build_norm(config.first_layer_norm if layer_idx == 0 else config.norm_type, d, config)
         self.attn = SimplifiedAttention(config, layer_idx)
         self.attn_out_norm = build_norm(config.norm_type if config.attn_branch_norm else "none", d, config)
         self.attn_gain = build_gain(config.beta_sa_init, config.block_gains_trainable)
         self.mlp = SimplifiedMLP(config)
         self.mlp_gain = build_gain(config.beta_ff_init, config.block_gains_trainable)
-        self.skip = Gain(1.0, (d,)) if config.residual_scale else build_skip(config.mlp_skip_gain)
+        self.skip = (
+            Gain(1.0, (d,)) if config.residual_scale else build_skip(config.mlp_skip_gain, config.skip_gains_trainable)
+        )
 
     def forward(self, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
         normed = self.norm(hidden_states)
@@ -692,6 +728,8 @@ def _init_reparam(module: ReparamLinear, std: float):
     init.zeros_(module.delta)
     init.constant_(module.alpha, module.alpha_init)
     init.constant_(module.beta, module.beta_init)
+    if module.bias is not None:
+        init.zeros_(module.bias)
 
 
 def _init_linear(module: nn.Linear, std: float):
@@ -742,6 +780,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         super().__init__(config)
         config = self.config  # the layers share the model's config (its resolved `is_causal`, attention backend)
         self.embed_tokens = nn.Embedding(config.padded_vocab_size, config.hidden_size, config.pad_token_id)
+        self.embed_token_types = TokenTypeEmbedding(config) if config.type_vocab_size else NoTokenTypes()
         self.embed_positions = POSITIONS[config.position_embedding_type](config)
         self.embed_norm = build_norm(config.embedding_norm, config.hidden_size, config)
         self.embed_dropout = nn.Dropout(config.embedding_dropout)
@@ -767,6 +806,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        token_type_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast:
         if (input_ids is None) == (inputs_embeds is None):
@@ -801,6 +841,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)
         key_padding_mask = attention_mask if isinstance(attention_mask, torch.Tensor) else None  # 2-D or 4-D
 
+        inputs_embeds = self.embed_token_types(inputs_embeds, token_type_ids)
         hidden_states, position_embeddings = self.embed_positions(inputs_embeds, position_ids)
         hidden_states = self.embed_dropout(self.embed_norm(hidden_states))
         for layer in self.layers:

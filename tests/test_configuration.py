@@ -73,6 +73,14 @@ BAD_CONFIGS = [
     (dict(use_cache="no"), "use_cache"),
     (dict(is_causal="yes"), "is_causal"),
     (dict(bos_token_id=True), "bos_token_id"),
+    (dict(type_vocab_size=-1), "type_vocab_size"),
+    (dict(type_vocab_size=2.0), "type_vocab_size"),
+    (dict(rmsnorm_eps_position="root"), "rmsnorm_eps_position"),
+    (dict(qk_norm="layernorm"), "qk_norm"),
+    (dict(first_layer_norm="batchnorm"), "first_layer_norm"),
+    (dict(block_type="post_ln", first_layer_norm="rmsnorm"), "first_layer_norm"),
+    (dict(block_type="pre_ln", first_layer_norm="none"), "first_layer_norm"),
+    (dict(skip_gains_trainable="yes"), "skip_gains_trainable"),
 ]
 
 
@@ -109,6 +117,7 @@ def test_preset_fills_every_field_it_implies(block_type):
             continue
         assert getattr(config, name) == value, name
     assert config.final_norm == (preset["final_norm"] or config.norm_type)
+    assert config.first_layer_norm == (preset["first_layer_norm"] or config.norm_type)
     assert config.first_layer_value_mode == (preset["first_layer_value_mode"] or config.value_mode)
     expected_query_std = preset["query_init_std"] if preset["query_init_std"] is not None else 0.02
     assert config.query_init_std == expected_query_std
@@ -215,3 +224,11 @@ def test_derived_properties():
     assert config.head_dim == 64
     assert config.padded_vocab_size == 50304
     assert SimplifiedConfig(vocab_size=50257).padded_vocab_size == 50257
+
+
+def test_conversion_fields_defaults():
+    """Fields added for checkpoint conversion change nothing by default; first_layer_norm follows norm_type."""
+    config = SimplifiedConfig(block_type="pre_ln", norm_type="layernorm")
+    assert (config.type_vocab_size, config.rmsnorm_eps_position, config.qk_norm) == (0, "inside", "none")
+    assert config.first_layer_norm == "layernorm" and config.skip_gains_trainable is False
+    assert SimplifiedConfig(block_type="sas_p", norm_type="none", first_layer_norm="layernorm").first_layer_norm == "layernorm"

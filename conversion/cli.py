@@ -1,0 +1,93 @@
+"""`simplified-convert SUBCOMMAND SRC OUT`: SRC is a local `save_pretrained` folder (the authors' folder for
+`original`), OUT a new `save_pretrained` folder, written only when the whole conversion succeeded."""
+
+import argparse
+import sys
+
+from .common import ConversionError, save_atomically
+
+
+def _gpt2_to_simplified(src, args):
+    from transformers import GPT2LMHeadModel
+
+    from .hf import gpt2_to_simplified
+
+    return gpt2_to_simplified(GPT2LMHeadModel.from_pretrained(src))
+
+
+def _simplified_to_gpt2(src, args):
+    from modeling_simplified import SimplifiedForCausalLM
+
+    from .hf import simplified_to_gpt2
+
+    return simplified_to_gpt2(SimplifiedForCausalLM.from_pretrained(src))
+
+
+def _llama_to_simplified(src, args):
+    from transformers import LlamaForCausalLM
+
+    from .hf import llama_to_simplified
+
+    return llama_to_simplified(LlamaForCausalLM.from_pretrained(src))
+
+
+def _simplified_to_llama(src, args):
+    from modeling_simplified import SimplifiedForCausalLM
+
+    from .hf import simplified_to_llama
+
+    return simplified_to_llama(SimplifiedForCausalLM.from_pretrained(src))
+
+
+def _bert_to_simplified(src, args):
+    from transformers import AutoConfig, BertForMaskedLM, BertModel
+
+    from .hf import bert_to_simplified
+
+    architectures = AutoConfig.from_pretrained(src).architectures or []
+    cls = BertForMaskedLM if "BertForMaskedLM" in architectures else BertModel
+    return bert_to_simplified(cls.from_pretrained(src), drop_pooler=args.drop_pooler)
+
+
+def _original(src, args):
+    from .original import load_original, original_to_simplified
+
+    return original_to_simplified(*load_original(src))
+
+
+COMMANDS = {
+    "gpt2-to-simplified": (_gpt2_to_simplified, "GPT2LMHeadModel -> SimplifiedForCausalLM (pre_ln)"),
+    "simplified-to-gpt2": (_simplified_to_gpt2, "SimplifiedForCausalLM (GPT-2-shaped pre_ln) -> GPT2LMHeadModel"),
+    "llama-to-simplified": (_llama_to_simplified, "LlamaForCausalLM -> SimplifiedForCausalLM (pre_ln)"),
+    "simplified-to-llama": (_simplified_to_llama, "SimplifiedForCausalLM (Llama-shaped pre_ln) -> LlamaForCausalLM"),
+    "bert-to-simplified": (_bert_to_simplified, "BertForMaskedLM / BertModel -> SimplifiedForMaskedLM / SimplifiedModel"),
+    "original": (_original, "the authors' simplified_transformers checkpoint -> SimplifiedForCausalLM"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="simplified-convert", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (_, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("src", help="source folder")
+        p.add_argument("out", help="new output folder (must not exist or be empty)")
+        if name == "bert-to-simplified":
+            p.add_argument("--drop-pooler", action="store_true", help="drop BertModel's pooler (no counterpart)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        model = COMMANDS[args.command][0](args.src, args)
+        out = save_atomically(model, args.out)
+    except (ConversionError, OSError) as error:
+        print(f"simplified-convert {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {type(model).__name__} to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

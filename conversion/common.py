@@ -1,0 +1,100 @@
+"""Shared pieces of the converters: key bookkeeping, exact loading, refusing configs, atomic saving."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from modeling_simplified.modeling_simplified import ConstantScale, Gain, NoSkip
+
+
+class ConversionError(ValueError):
+    """A checkpoint or config that cannot be converted exactly; the message names the fields or keys."""
+
+
+class Source:
+    """A source state dict whose keys must all be used: `take` records use, `finish` lists missing and unused keys."""
+
+    def __init__(self, state_dict: dict[str, torch.Tensor], name: str):
+        self.tensors, self.name = dict(state_dict), name
+        self.used: set[str] = set()
+        self.missing: list[str] = []
+
+    def take(self, key: str) -> torch.Tensor | None:
+        if key not in self.tensors:
+            self.missing.append(key)
+            return None
+        self.used.add(key)
+        return self.tensors[key]
+
+    def has(self, key: str) -> bool:
+        return key in self.tensors
+
+    def finish(self):
+        unexpected = sorted(set(self.tensors) - self.used)
+        if self.missing or unexpected:
+            raise ConversionError(
+                f"{self.name} checkpoint does not match its config: missing keys {sorted(self.missing)}; "
+                f"unexpected keys {unexpected}."
+            )
+
+
+def refuse_incompatible(target: str, checks: dict[str, tuple[object, object]]):
+    """Raise naming every field whose value (first) is not the required one (second: a value or a tuple of them)."""
+    bad = []
+    for field, (value, allowed) in checks.items():
+        ok = value in allowed if isinstance(allowed, tuple) else value == allowed
+        if not ok:
+            bad.append(f"{field}={value!r} (needs {allowed!r})")
+    if bad:
+        raise ConversionError(f"cannot convert to {target}: incompatible fields: {'; '.join(bad)}.")
+
+
+def fill(model: nn.Module, tensors: dict[str, torch.Tensor], name: str) -> nn.Module:
+    """Copy `tensors` into `model`, which must need exactly these keys (tied copies aside)."""
+    expected = model.state_dict()
+    tied = set(getattr(model, "_tied_weights_keys", None) or {}) if model.config.tie_word_embeddings else set()
+    missing = sorted(set(expected) - set(tensors) - tied)
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing or unexpected:
+        raise ConversionError(f"{name}: missing keys {missing}; unexpected keys {unexpected}.")
+    with torch.no_grad():
+        for key, value in tensors.items():
+            if expected[key].shape != value.shape:
+                raise ConversionError(f"{name}: {key} has shape {tuple(value.shape)}, expected {tuple(expected[key].shape)}.")
+            expected[key].copy_(value)
+    return model
+
+
+def take_gain(src: Source, key: str, module: nn.Module, out: dict, target_key: str):
+    """A scalar gain of the source: into a `Gain`'s weight, or checked against the fixed value our module implies."""
+    value = src.take(key)
+    if value is None or isinstance(module, NoSkip):
+        return
+    if isinstance(module, Gain):
+        out[target_key] = value.reshape(module.weight.shape)
+        return
+    fixed = module.value if isinstance(module, ConstantScale) else 1.0
+    if not torch.all(value == fixed):
+        raise ConversionError(f"{key}={value.flatten().tolist()} but its config fixes it at {fixed} (not trainable).")
+
+
+def save_atomically(model, out: str | os.PathLike):
+    """`save_pretrained` into a temporary folder beside OUT, then move it into place: nothing at OUT on failure."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConversionError(f"OUT={str(out)!r} exists and is not an empty folder; choose a new path.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out

@@ -1,0 +1,489 @@
+"""Converters: GPT-2 <-> pre_ln, Llama <-> pre_ln, BERT -> post_ln, and the authors' checkpoints -> ours.
+
+Every reference model has every weight and gain perturbed away from its init; logits must agree within 1e-5 and
+round trips must give back the reference state dict exactly. The authors' format is built from its documented facts
+and checked against a direct implementation of their equations written here.
+"""
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import perturb_, tiny_config
+from safetensors.torch import save_file
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertModel,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
+
+from modeling_simplified import SimplifiedForCausalLM
+from modeling_simplified.conversion import (
+    ConversionError,
+    bert_to_simplified,
+    gpt2_to_simplified,
+    llama_to_simplified,
+    original_to_simplified,
+    simplified_to_gpt2,
+    simplified_to_llama,
+)
+from modeling_simplified.conversion.cli import main
+
+V, D, H, L, T = 61, 32, 4, 3, 12
+
+
+def _ids(seed=0, batch=2, length=T, vocab=V):
+    return torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def _assert_same_state(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]), k
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GPT-2 and Llama round trips
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("tied", [True, False])
+def test_gpt2_round_trip(tied):
+    g = GPT2Config(n_layer=L, n_embd=D, n_head=H, vocab_size=V, n_positions=32, tie_word_embeddings=tied,
+                   bos_token_id=0, eos_token_id=0)
+    ref = perturb_(GPT2LMHeadModel(g)).eval()
+    ours = gpt2_to_simplified(ref)
+    assert ours.config.block_type == "pre_ln"
+    with torch.no_grad():
+        assert torch.allclose(ours(_ids()).logits, ref(_ids()).logits, atol=1e-5, rtol=0)
+        back = simplified_to_gpt2(ours)
+        _assert_same_state(ref.state_dict(), back.state_dict())
+        assert torch.equal(back(_ids()).logits, ref(_ids()).logits)
+
+
+@pytest.mark.parametrize("tied,bias", [(True, False), (False, True)])
+def test_llama_round_trip(tied, bias):
+    cfg = LlamaConfig(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=H,
+                      intermediate_size=48, vocab_size=V, max_position_embeddings=32, tie_word_embeddings=tied,
+                      attention_bias=bias, mlp_bias=bias, rope_parameters={"rope_type": "default", "rope_theta": 500.0})
+    ref = perturb_(LlamaForCausalLM(cfg)).eval()
+    ours = llama_to_simplified(ref)
+    assert ours.config.rope_theta == 500.0 and ours.config.tie_word_embeddings == tied
+    with torch.no_grad():
+        assert torch.allclose(ours(_ids()).logits, ref(_ids()).logits, atol=1e-5, rtol=0)
+        back = simplified_to_llama(ours)
+        _assert_same_state(ref.state_dict(), back.state_dict())
+        assert torch.equal(back(_ids()).logits, ref(_ids()).logits)
+
+
+def test_ours_to_native_and_back_is_exact():
+    ours = perturb_(SimplifiedForCausalLM(tiny_config("pre_ln", norm_type="layernorm", final_norm="layernorm",
+                                                       position_embedding_type="learned", hidden_act="gelu_new",
+                                                       attention_bias=True, mlp_bias=True))).eval()
+    _assert_same_state(ours.state_dict(), gpt2_to_simplified(simplified_to_gpt2(ours)).state_dict())
+    llama_like = perturb_(SimplifiedForCausalLM(tiny_config("pre_ln", hidden_act="swiglu",
+                                                             position_embedding_type="rotary"))).eval()
+    back = llama_to_simplified(simplified_to_llama(llama_like))
+    _assert_same_state(llama_like.state_dict(), back.state_dict())
+
+
+@pytest.mark.parametrize("block_type,field", [("sas", "value_mode"), ("sas_p", "parallel_block"),
+                                              ("pre_ln", "norm_type"), ("normformer", "head_scale")])
+def test_incompatible_to_gpt2_names_field(block_type, field):
+    model = SimplifiedForCausalLM(tiny_config(block_type))
+    with pytest.raises(ConversionError, match=field):
+        simplified_to_gpt2(model)
+
+
+def test_incompatible_llama_conversions_name_field():
+    with pytest.raises(ConversionError, match="hidden_act"):
+        simplified_to_llama(SimplifiedForCausalLM(tiny_config("pre_ln", position_embedding_type="rotary")))
+    with pytest.raises(ConversionError, match="rmsnorm_eps_position"):
+        simplified_to_llama(SimplifiedForCausalLM(tiny_config("pre_ln", hidden_act="swiglu", rmsnorm_eps_position="outside",
+                                                              position_embedding_type="rotary")))
+    gqa = LlamaForCausalLM(LlamaConfig(num_hidden_layers=1, hidden_size=D, num_attention_heads=H, num_key_value_heads=2,
+                                       intermediate_size=48, vocab_size=V))
+    with pytest.raises(ConversionError, match="num_key_value_heads"):
+        llama_to_simplified(gqa)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# BERT
+# ----------------------------------------------------------------------------------------------------------------
+def _bert_inputs(vocab=V):
+    ids = _ids(vocab=vocab)
+    types = torch.randint(0, 2, ids.shape, generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, 8:] = 0
+    return dict(input_ids=ids, token_type_ids=types, attention_mask=mask)
+
+
+def test_bert_masked_lm_to_post_ln():
+    cfg = BertConfig(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, intermediate_size=48, vocab_size=V,
+                     max_position_embeddings=32, type_vocab_size=3)
+    ref = perturb_(BertForMaskedLM(cfg)).eval()
+    ours = bert_to_simplified(ref)
+    assert ours.config.block_type == "post_ln" and ours.config.type_vocab_size == 3
+    inputs = _bert_inputs()
+    with torch.no_grad():
+        assert torch.allclose(ours(**inputs).logits, ref(**inputs).logits, atol=1e-5, rtol=0)
+        # token types matter (a test that could fail): other types give other logits
+        other = dict(inputs, token_type_ids=(inputs["token_type_ids"] + 1) % 3)
+        assert not torch.allclose(ours(**other).logits, ours(**inputs).logits, atol=1e-3)
+        assert torch.allclose(ours(**other).logits, ref(**other).logits, atol=1e-5, rtol=0)
+        no_types = {k: v for k, v in inputs.items() if k != "token_type_ids"}
+        assert torch.allclose(ours(**no_types).logits, ref(**no_types).logits, atol=1e-5, rtol=0)
+
+
+def test_sentence_transformer_shaped_bert_model_converts():
+    """The shape of all-MiniLM-L6-v2 (random init: no downloads)."""
+    cfg = BertConfig(num_hidden_layers=6, hidden_size=384, num_attention_heads=12, intermediate_size=1536,
+                     vocab_size=30522, max_position_embeddings=512)
+    ref = perturb_(BertModel(cfg), scale=0.02).eval()
+    with pytest.raises(ConversionError, match="pooler.dense.weight"):
+        bert_to_simplified(ref)
+    ours = bert_to_simplified(ref, drop_pooler=True)
+    inputs = _bert_inputs(vocab=30522)
+    with torch.no_grad():
+        expected = ref(**inputs).last_hidden_state
+        assert torch.allclose(ours(**inputs).last_hidden_state, expected, atol=1e-5, rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The authors' format
+# ----------------------------------------------------------------------------------------------------------------
+SKIPLESS = dict(attn_block_skip_gain=0.0, centre_attn=True, attn_mat_skip_gain=1.0, attn_mat_resid_gain=1.0,
+                centre_attn_gain=1.0, value_skip_gain=1.0, value_resid_gain=0.0, first_layer_value_resid_gain=1.0,
+                proj_skip_gain=1.0, proj_resid_gain=0.0, val_init_type="id", mlp_block_resid_gain=0.2,
+                trainable_attn_mat_gains=True, trainable_value_gains=True, trainable_proj_gains=True)
+VARIANTS = {
+    "pre_ln": dict(norm_type="rmsnorm"),
+    "pre_ln_layernorm": dict(norm_type="ln", activation_function="gelu_new"),
+    "parallel": dict(norm_type="rmsnorm", parallel_layers=True, attn_block_skip_gain=0.0),
+    "value_skipinit": dict(attn_block_skip_gain=0.0, centre_attn=True, attn_mat_skip_gain=1.0,
+                           attn_mat_resid_gain=0.0, centre_attn_gain=0.0, trainable_attn_mat_gains=True,
+                           value_skip_gain=None, val_init_type="orth", lrelu_neg_slope=0.1),
+    "sas": dict(SKIPLESS, trainable_attn_block_gains=True, trainable_mlp_block_gains=True),
+    "sas_p": dict(SKIPLESS, parallel_layers=True, mlp_block_skip_gain=0.0, attn_block_resid_gain=0.2),
+    "sas_p_no_norms": dict(SKIPLESS, parallel_layers=True, mlp_block_skip_gain=0.0, norm_type="none"),
+    "sas_no_norms": dict(SKIPLESS, norm_type="none"),
+    "op": dict(norm_type="none", qk_norm_type="rmsnorm", mlp_block_resid_gain=0.2, attn_block_resid_gain=0.2,
+               trainable_attn_block_gains=True, trainable_mlp_block_gains=True),
+    "sas_last_layer_proj": dict(SKIPLESS, proj_resid_gain=0.5, last_layer_proj_resid_gain=0.1),
+}
+
+
+def _their_config(variant: str) -> dict:
+    base = dict(vocab_size=V, n_positions=32, n_embd=D, n_layer=L, n_head=H, n_inner=48, layer_norm_epsilon=1e-2,
+                activation_function="leaky_relu", lrelu_neg_slope=0.0, norm_type="rmsnorm", norm_position="pre",
+                qk_norm_type="none", parallel_layers=False, attn_block_resid_gain=1.0, attn_block_skip_gain=1.0,
+                mlp_block_resid_gain=1.0, mlp_block_skip_gain=1.0, attn_mat_resid_gain=1.0, attn_mat_skip_gain=0.0,
+                centre_attn=False, centre_attn_gain=1.0, value_resid_gain=1.0, value_skip_gain=None,
+                first_layer_value_resid_gain=None, proj_resid_gain=1.0, proj_skip_gain=None,
+                last_layer_proj_resid_gain=None, val_init_type="normal", proj_init_type=None,
+                trainable_attn_block_gains=False, trainable_mlp_block_gains=False, model_type="gpt2")
+    cfg = dict(base, **VARIANTS[variant])
+    cfg["proj_init_type"] = cfg["proj_init_type"] or cfg["val_init_type"]
+    return cfg
+
+
+def _their_matrix_form(skip, resid, init_type):
+    if skip is None:
+        return "plain"
+    return "absent" if skip == 1 and resid == 0 and init_type == "id" else "reparam"
+
+
+def _their_checkpoint(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Their state dict, built from the format's facts, every tensor random (biases, gains, norm scales too)."""
+    gen = torch.Generator().manual_seed(seed)
+    rnd = lambda *shape, scale=0.15: torch.randn(*shape, generator=gen) * scale  # noqa: E731
+    near = lambda value, *shape: value + rnd(*shape, scale=0.1)  # noqa: E731
+    d, n, w = cfg["n_embd"], cfg["n_head"], cfg["n_inner"]
+    # a gain their run does not train holds one value everywhere: perturbed once, shared by every layer and head
+    frozen = {name: near(cfg[name], 1) for name in ("attn_mat_resid_gain", "attn_mat_skip_gain", "centre_attn_gain",
+              "attn_block_resid_gain", "attn_block_skip_gain", "mlp_block_resid_gain", "mlp_block_skip_gain")}
+    sd = {"transformer.wte.weight": rnd(cfg["vocab_size"], d), "transformer.wpe.weight": rnd(cfg["n_positions"], d),
+          "transformer.ln_f.weight": near(1.0, d), "transformer.ln_f.bias": rnd(d)}
+    for i in range(cfg["n_layer"]):
+        p = f"transformer.h.{i}."
+        for ln in ("ln_1", "ln_2"):
+            if cfg["norm_type"] == "ln" or (cfg["norm_type"] == "none" and ln == "ln_1" and i == 0):
+                sd[f"{p}{ln}.weight"], sd[f"{p}{ln}.bias"] = near(1.0, d), rnd(d)
+            elif cfg["norm_type"] == "rmsnorm":
+                sd[f"{p}{ln}.scale"] = near(1.0, d)
+        sd[f"{p}attn.qk_attn.weight"], sd[f"{p}attn.qk_attn.bias"] = rnd(d, 2 * d), rnd(2 * d)
+        value_resid = cfg["value_resid_gain"]
+        if i == 0 and cfg["first_layer_value_resid_gain"] is not None:
+            value_resid = cfg["first_layer_value_resid_gain"]
+        proj_resid = cfg["proj_resid_gain"]
+        if i == cfg["n_layer"] - 1 and cfg["last_layer_proj_resid_gain"] is not None:
+            proj_resid = cfg["last_layer_proj_resid_gain"]
+        for name, skip, resid, init_type in (("v_attn", cfg["value_skip_gain"], value_resid, cfg["val_init_type"]),
+                                             ("c_proj", cfg["proj_skip_gain"], proj_resid, cfg["proj_init_type"])):
+            form = _their_matrix_form(skip, resid, init_type)
+            if form != "absent":
+                sd[f"{p}attn.{name}.weight"], sd[f"{p}attn.{name}.bias"] = rnd(d, d), rnd(d, scale=0.1)
+            if form == "reparam":
+                sd[f"{p}attn.{name}.resid_gain"], sd[f"{p}attn.{name}.skip_gain"] = near(resid, 1), near(skip, 1)
+        for name in ("attn_mat_resid_gain", "attn_mat_skip_gain", "centre_attn_gain"):
+            trained = cfg.get("trainable_attn_mat_gains", False)
+            sd[f"{p}attn.{name}"] = near(cfg[name], 1, n, 1, 1) if trained else frozen[name].expand(1, n, 1, 1).clone()
+        if cfg["qk_norm_type"] == "rmsnorm":
+            sd[f"{p}attn.q_norm.scale"], sd[f"{p}attn.k_norm.scale"] = near(1.0, d // n), near(1.0, d // n)
+        sd[f"{p}mlp.c_fc.weight"], sd[f"{p}mlp.c_fc.bias"] = rnd(d, w), rnd(w, scale=0.1)
+        sd[f"{p}mlp.c_proj.weight"], sd[f"{p}mlp.c_proj.bias"] = rnd(w, d), rnd(d, scale=0.1)
+        for block in ("attn", "mlp"):
+            trainable = cfg[f"trainable_{block}_block_gains"]
+            for kind in ("resid", "skip"):
+                value = cfg[f"{block}_block_{kind}_gain"]
+                fixed = not trainable or (kind == "skip" and cfg["parallel_layers"])
+                sd[f"{p}{block}_block_{kind}_gain"] = frozen[f"{block}_block_{kind}_gain"].clone() if fixed else near(value, 1)
+    return sd
+
+
+def _their_rmsnorm(x, scale, eps):
+    return scale * (x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps))
+
+
+def _their_logits(cfg: dict, sd: dict, ids: torch.Tensor) -> torch.Tensor:
+    """Their equations, directly: Conv1D linears, the post-softmax attention matrix, block gains and skips."""
+    eps, n = cfg["layer_norm_epsilon"], cfg["n_head"]
+    t = ids.shape[1]
+    x = sd["transformer.wte.weight"][ids] + sd["transformer.wpe.weight"][:t]
+    conv = lambda h, key: h @ sd[f"{key}.weight"] + sd[f"{key}.bias"]  # noqa: E731
+
+    def norm(h, key):
+        if f"{key}.scale" in sd:
+            return _their_rmsnorm(h, sd[f"{key}.scale"], eps)
+        if f"{key}.weight" in sd:
+            return F.layer_norm(h, h.shape[-1:], sd[f"{key}.weight"], sd[f"{key}.bias"], eps)
+        return h
+
+    def matrix(h, key):
+        if f"{key}.weight" not in sd:
+            return h
+        if f"{key}.skip_gain" in sd:
+            eye = torch.eye(h.shape[-1])
+            return h @ (sd[f"{key}.resid_gain"] * sd[f"{key}.weight"] + sd[f"{key}.skip_gain"] * eye) + sd[f"{key}.bias"]
+        return conv(h, key)
+
+    def attention(u, p):
+        b, d = u.shape[0], u.shape[-1]
+        split = lambda z: z.view(b, t, n, d // n).transpose(1, 2)  # noqa: E731
+        q, k = conv(u, f"{p}attn.qk_attn").split(d, dim=-1)
+        q, k, v = split(q), split(k), split(matrix(u, f"{p}attn.v_attn"))
+        if cfg["qk_norm_type"] == "rmsnorm":
+            q, k = _their_rmsnorm(q, sd[f"{p}attn.q_norm.scale"], eps), _their_rmsnorm(k, sd[f"{p}attn.k_norm.scale"], eps)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // n)
+        causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        a = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        m = sd[f"{p}attn.attn_mat_resid_gain"] * a
+        if cfg["centre_attn"]:
+            c = causal.float() / torch.arange(1, t + 1).view(-1, 1)
+            m = m + sd[f"{p}attn.attn_mat_skip_gain"] * torch.eye(t) - sd[f"{p}attn.centre_attn_gain"] * c
+        out = (m @ v).transpose(1, 2).reshape(b, t, d)
+        return matrix(out, f"{p}attn.c_proj")
+
+    def mlp(u, p):
+        h = conv(u, f"{p}mlp.c_fc")
+        if cfg["activation_function"] == "leaky_relu":
+            h = torch.where(h >= 0, h, h * cfg["lrelu_neg_slope"])
+        else:
+            h = {"gelu_new": lambda z: F.gelu(z, approximate="tanh"), "relu": F.relu, "gelu": F.gelu}[cfg["activation_function"]](h)
+        return conv(h, f"{p}mlp.c_proj")
+
+    for i in range(cfg["n_layer"]):
+        p = f"transformer.h.{i}."
+        g = lambda name: sd[f"{p}{name}"]  # noqa: E731
+        u = norm(x, f"{p}ln_1")
+        if cfg["parallel_layers"]:
+            out = g("mlp_block_resid_gain") * mlp(u, p) + g("attn_block_resid_gain") * attention(u, p)
+            if cfg["mlp_block_skip_gain"] != 0:
+                out = out + g("mlp_block_skip_gain") * x
+        else:
+            h = g("attn_block_resid_gain") * attention(u, p)
+            if cfg["attn_block_skip_gain"] != 0:
+                h = h + g("attn_block_skip_gain") * x
+            out = g("mlp_block_resid_gain") * mlp(norm(h, f"{p}ln_2"), p)
+            if cfg["mlp_block_skip_gain"] != 0:
+                out = out + g("mlp_block_skip_gain") * h
+        x = out
+    x = F.layer_norm(x, x.shape[-1:], sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"], eps)
+    return x @ sd["transformer.wte.weight"].T
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_original_checkpoint_matches_their_equations(variant):
+    """In float64, so that 1e-5 is far above rounding even for the norm-free variants (whose activations grow)."""
+    cfg = _their_config(variant)
+    sd = {k: v.double() for k, v in _their_checkpoint(cfg).items()}
+    model = original_to_simplified(cfg, sd)
+    assert model.dtype == torch.float64
+    ids = _ids()
+    with torch.no_grad():
+        expected = _their_logits(cfg, sd, ids)
+        got = model(ids).logits
+    assert expected.abs().max() > 0.1  # not a degenerate network
+    assert torch.allclose(got, expected, atol=1e-5, rtol=0), (got - expected).abs().max()
+
+
+def test_original_expected_structure():
+    sas_p = original_to_simplified(_their_config("sas_p_no_norms"), _their_checkpoint(_their_config("sas_p_no_norms")))
+    c = sas_p.config
+    assert (c.parallel_block, c.norm_type, c.first_layer_norm, c.final_norm) == (True, "none", "layernorm", "layernorm")
+    assert (c.value_mode, c.first_layer_value_mode, c.projection_mode) == ("identity", "reparam", "identity")
+    assert c.attention_type == "shaped" and c.centre_attention and c.mlp_skip_gain == 0
+    sd = _their_checkpoint(_their_config("pre_ln"))
+    shaped = original_to_simplified(_their_config("pre_ln"), sd).config  # a frozen β that is not 1 is carried
+    assert shaped.attention_type == "shaped" and not shaped.centre_attention and shaped.shaped_alpha_init == 0
+    sd.update({k: torch.ones_like(v) for k, v in sd.items() if k.endswith("attn_mat_resid_gain")})
+    pre_ln = original_to_simplified(_their_config("pre_ln"), sd).config
+    assert pre_ln.attention_type == "softmax" and pre_ln.rmsnorm_eps_position == "outside"
+    op = original_to_simplified(_their_config("op"), _their_checkpoint(_their_config("op"))).config
+    assert op.qk_norm == "rmsnorm"
+
+
+def test_converted_sas_p_decodes_with_cache():
+    cfg = _their_config("sas_p")
+    sd = _their_checkpoint(cfg)
+    model = original_to_simplified(cfg, sd)
+    prompt = _ids(length=5)
+    kwargs = dict(max_new_tokens=10, do_sample=False, attention_mask=torch.ones_like(prompt), pad_token_id=V - 1)
+    cached = model.generate(prompt, use_cache=True, **kwargs)
+    uncached = model.generate(prompt, use_cache=False, **kwargs)
+    assert cached.shape == (2, 15)
+    assert torch.equal(cached, uncached)
+    with torch.no_grad():  # and the generated text is what their equations predict
+        assert torch.equal(_their_logits(cfg, sd, cached[:, :-1])[:, -1].argmax(-1), cached[:, -1])
+
+
+@pytest.mark.parametrize("edit,listed", [
+    (lambda sd: sd.pop("transformer.h.1.mlp.c_fc.bias"), "transformer.h.1.mlp.c_fc.bias"),
+    (lambda sd: sd.__setitem__("transformer.h.0.attn.extra", torch.zeros(1)), "transformer.h.0.attn.extra"),
+    (lambda sd: sd.pop("transformer.h.0.attn.v_attn.skip_gain"), "transformer.h.0.attn.v_attn.skip_gain"),
+])
+def test_original_missing_or_unexpected_keys_are_listed(edit, listed):
+    cfg = _their_config("sas")
+    sd = _their_checkpoint(cfg)
+    edit(sd)
+    with pytest.raises(ConversionError, match=listed.replace(".", r"\.")):
+        original_to_simplified(cfg, sd)
+
+
+@pytest.mark.parametrize("change,field", [
+    (dict(norm_position="post"), "norm_position"),
+    (dict(val_init_type="orth", value_skip_gain=1.0, value_resid_gain=1.0), "val_init_type"),
+    (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
+    (dict(activation_function="swish"), "activation_function"),
+])
+def test_original_incompatible_config_names_field(change, field):
+    cfg = dict(_their_config("pre_ln"), **change)
+    with pytest.raises(ConversionError, match=field):
+        original_to_simplified(cfg, _their_checkpoint(_their_config("pre_ln")))
+
+
+def test_original_frozen_gain_with_several_values_is_refused():
+    cfg = _their_config("pre_ln")  # frozen block gains: one value per checkpoint
+    sd = _their_checkpoint(cfg)
+    sd["transformer.h.1.attn_block_resid_gain"] = torch.tensor([0.5])
+    with pytest.raises(ConversionError, match="attn_block_resid_gain"):
+        original_to_simplified(cfg, sd)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI
+# ----------------------------------------------------------------------------------------------------------------
+def _write_theirs(folder, cfg, sd, fmt="safetensors"):
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    if fmt == "safetensors":
+        save_file(sd, folder / "model.safetensors")
+    else:
+        torch.save(dict(sd, **{"lm_head.weight": sd["transformer.wte.weight"]}), folder / "pytorch_model.bin")
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "bin"])
+def test_cli_original_writes_loadable_folder(tmp_path, fmt):
+    cfg = _their_config("sas")
+    sd = _their_checkpoint(cfg)
+    _write_theirs(tmp_path / "theirs", cfg, sd, fmt)
+    assert main(["original", str(tmp_path / "theirs"), str(tmp_path / "ours")]) == 0
+    model = SimplifiedForCausalLM.from_pretrained(tmp_path / "ours").eval()
+    with torch.no_grad():
+        assert torch.allclose(model(_ids()).logits, _their_logits(cfg, sd, _ids()), atol=1e-5, rtol=0)
+
+
+def test_cli_failure_writes_nothing(tmp_path, capsys):
+    cfg = _their_config("sas")
+    sd = _their_checkpoint(cfg)
+    sd.pop("transformer.h.2.attn.qk_attn.weight")
+    _write_theirs(tmp_path / "theirs", cfg, sd)
+    assert main(["original", str(tmp_path / "theirs"), str(tmp_path / "ours")]) == 1
+    assert "transformer.h.2.attn.qk_attn.weight" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs"]
+    existing = tmp_path / "taken"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("x")
+    _write_theirs(tmp_path / "ok", _their_config("sas"), _their_checkpoint(_their_config("sas")))
+    assert main(["original", str(tmp_path / "ok"), str(existing)]) == 1
+    assert [p.name for p in existing.iterdir()] == ["keep.txt"]
+
+
+def test_cli_gpt2_round_trip_and_refusal(tmp_path, capsys):
+    g = GPT2Config(n_layer=2, n_embd=D, n_head=H, vocab_size=V, n_positions=32, bos_token_id=0, eos_token_id=0)
+    ref = perturb_(GPT2LMHeadModel(g)).eval()
+    ref.save_pretrained(tmp_path / "gpt2")
+    assert main(["gpt2-to-simplified", str(tmp_path / "gpt2"), str(tmp_path / "ours")]) == 0
+    assert main(["simplified-to-gpt2", str(tmp_path / "ours"), str(tmp_path / "back")]) == 0
+    _assert_same_state(ref.state_dict(), GPT2LMHeadModel.from_pretrained(tmp_path / "back").state_dict())
+    SimplifiedForCausalLM(tiny_config("sas")).save_pretrained(tmp_path / "sas")
+    assert main(["simplified-to-gpt2", str(tmp_path / "sas"), str(tmp_path / "no")]) == 1
+    assert "value_mode" in capsys.readouterr().err and not (tmp_path / "no").exists()
+
+
+def test_cli_runs_as_a_program(tmp_path):
+    """The `simplified-convert` entry point's module, run in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    cfg = _their_config("sas_p_no_norms")
+    sd = _their_checkpoint(cfg)
+    _write_theirs(tmp_path / "theirs", cfg, sd)
+    run = subprocess.run([sys.executable, "-m", "modeling_simplified.conversion.cli", "original",
+                          str(tmp_path / "theirs"), str(tmp_path / "ours")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    model = SimplifiedForCausalLM.from_pretrained(tmp_path / "ours").eval()
+    with torch.no_grad():
+        assert torch.allclose(model(_ids()).logits, _their_logits(cfg, sd, _ids()), atol=1e-5, rtol=0)
+
+
+def test_cli_bert_and_llama(tmp_path):
+    from modeling_simplified import SimplifiedForMaskedLM, SimplifiedModel
+
+    bert = perturb_(BertForMaskedLM(BertConfig(num_hidden_layers=2, hidden_size=D, num_attention_heads=H,
+                                               intermediate_size=48, vocab_size=V, max_position_embeddings=32))).eval()
+    bert.save_pretrained(tmp_path / "bert")
+    assert main(["bert-to-simplified", str(tmp_path / "bert"), str(tmp_path / "ours-mlm")]) == 0
+    inputs = _bert_inputs()
+    with torch.no_grad():
+        ours = SimplifiedForMaskedLM.from_pretrained(tmp_path / "ours-mlm").eval()
+        assert torch.allclose(ours(**inputs).logits, bert(**inputs).logits, atol=1e-5, rtol=0)
+    encoder = perturb_(BertModel(bert.config)).eval()
+    encoder.save_pretrained(tmp_path / "encoder")
+    assert main(["bert-to-simplified", str(tmp_path / "encoder"), str(tmp_path / "refused")]) == 1
+    assert not (tmp_path / "refused").exists()
+    assert main(["bert-to-simplified", "--drop-pooler", str(tmp_path / "encoder"), str(tmp_path / "ours-enc")]) == 0
+    with torch.no_grad():
+        ours = SimplifiedModel.from_pretrained(tmp_path / "ours-enc").eval()
+        expected = encoder(**inputs).last_hidden_state
+        assert torch.allclose(ours(**inputs).last_hidden_state, expected, atol=1e-5, rtol=0)
+    llama = perturb_(LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, hidden_size=D, num_attention_heads=H,
+                                                  num_key_value_heads=H, intermediate_size=48, vocab_size=V))).eval()
+    llama.save_pretrained(tmp_path / "llama")
+    assert main(["llama-to-simplified", str(tmp_path / "llama"), str(tmp_path / "ours-llama")]) == 0
+    assert main(["simplified-to-llama", str(tmp_path / "ours-llama"), str(tmp_path / "llama-back")]) == 0
+    _assert_same_state(llama.state_dict(), LlamaForCausalLM.from_pretrained(tmp_path / "llama-back").state_dict())

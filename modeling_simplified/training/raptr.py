@@ -1,0 +1,244 @@
+"""RaPTr: progressive subnetwork training (Panigrahi et al. 2024) as a Trainer callback.
+
+At step t of stage s (Alg. 1) layer i runs with ζ_i = 1 for i in the always-kept set I (default: first and last
+layer, §4) and ζ_i ~ Bernoulli(p_s) otherwise; bypassed layers are the identity and cost no compute. Stages are given
+by their average subnetwork size n_s (e.g. `6-8-10-12`), so `p_s = (n_s − |I|) / (L − |I|)` and the expected
+layer FLOPs relative to full training are `Σ_s len_s · n_s / (L · T)` (§2.1, App. E).
+
+Scaling of the kept layers (App. J), applied to each kept layer's update `layer(x) − x` (see `LayerPlan`):
+- `sqrt` (default, `h_sqrt`): kept layer j gets `sqrt(j̄ − j)` with j̄ the next kept layer (L+1 after the last one),
+  so the sum of squared scales of the kept layers before any kept layer k is k − 1: every kept layer sees the input
+  norm it has in the full model (Thm J.1: ‖y^(ℓ)‖² = ‖x‖² + Θ(Σ_j α_j² d)), and the output norm is that of L layers.
+- `inverse`: 1/p_s on the sampled (non-I) kept layers (Huang et al. 2016, applied at training so evaluation needs no
+  rescaling); `none`: 1.
+With p = 1 every scale is 1 and the plan is the full model: the last stage trains exactly as without the callback.
+
+Sampling uses `numpy.random.default_rng([seed, step])`: every DDP rank draws the same subnetwork at a global step
+with no communication, and a resumed run redraws the same ones. Bypassed layers keep their parameters in the graph
+with weight 0 (`LayerPlan`), so DDP needs no `find_unused_parameters` and all-reduces an exact zero gradient for them.
+Under torch AdamW a parameter with a zero gradient (not None) still follows AdamW's rules for one step:
+decoupled decay `θ ← θ(1 − lr·λ)`, moments `m ← β1·m`, `v ← β2·v`, and the update `lr·m̂/(√v̂ + ε)` from the
+momentum of earlier steps — the same as in the paper's App. G formulation, where skipped layers get zero gradients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from transformers import TrainerCallback
+
+from ..modeling_simplified import LayerPlan
+
+logger = logging.getLogger(__name__)
+
+SCALINGS = ("sqrt", "inverse", "none")
+STAGE_LENGTHS = ("equal", "proportional")
+
+
+class RaptrSpecError(ValueError):
+    """A bad RaPTr schedule or option (names the field and the allowed values)."""
+
+
+def sqrt_scales(keep: Sequence[bool]) -> list[float]:
+    """App. J's `h_sqrt`: kept layer j (1-based) gets `sqrt(j̄ − j)`, j̄ the next kept layer or L+1; bypassed get 0."""
+    scales = [0.0] * len(keep)
+    following = len(keep)  # 0-based index of the next kept layer (L when none)
+    for j in range(len(keep) - 1, -1, -1):
+        if keep[j]:
+            scales[j] = math.sqrt(following - j)
+            following = j
+    return scales
+
+
+def layer_scales(keep: Sequence[bool], p: float, fixed: Sequence[int], scaling: str) -> list[float]:
+    """Per-layer output scales of a sampled subnetwork (0 = bypassed) under `scaling` (one of SCALINGS)."""
+    if scaling == "sqrt":
+        return sqrt_scales(keep)
+    if scaling == "inverse":
+        return [0.0 if not k else 1.0 if i in fixed else 1.0 / p for i, k in enumerate(keep)]
+    if scaling == "none":
+        return [1.0 if k else 0.0 for k in keep]
+    raise RaptrSpecError(f"RaPTr scaling={scaling!r}: allowed values are {', '.join(SCALINGS)}.")
+
+
+@dataclass
+class Stage:
+    """Steps [start, end) train (p, I)-subnetworks of average size `size` (layers)."""
+
+    size: float
+    p: float
+    start: int
+    end: int
+
+
+@dataclass
+class RaptrSchedule:
+    """T_{1:k} × (p_{1:k}, I): the stages (an optional full-model phase first) over `max_steps` optimizer steps."""
+
+    num_layers: int
+    fixed: tuple[int, ...]
+    stages: list[Stage]
+    scaling: str = "sqrt"
+    seed: int = 0
+
+    def stage_index(self, step: int) -> int:
+        for i, stage in enumerate(self.stages):
+            if step < stage.end:
+                return i
+        return len(self.stages) - 1
+
+    def sample(self, step: int) -> tuple[bool, ...]:
+        """ζ_{1:L} at `step` (0-based global step): a function of (seed, step) only."""
+        p = self.stages[self.stage_index(step)].p
+        draws = np.random.default_rng([self.seed, step]).random(self.num_layers)
+        return tuple(bool(i in self.fixed or draws[i] < p) for i in range(self.num_layers))
+
+    def plan(self, step: int) -> LayerPlan | None:
+        """The model's layer plan at `step`; None (the full model) when every layer runs unscaled."""
+        keep = self.sample(step)
+        scales = layer_scales(keep, self.stages[self.stage_index(step)].p, self.fixed, self.scaling)
+        return None if all(s == 1.0 for s in scales) else LayerPlan(tuple(scales))
+
+    def expected_relative_flops(self) -> float:
+        """Σ_s len_s · n_s / (L · T): expected layer FLOPs relative to full training (§2.1, App. E)."""
+        total = sum(s.end - s.start for s in self.stages)
+        return sum((s.end - s.start) * s.size for s in self.stages) / (self.num_layers * max(total, 1))
+
+
+def parse_sizes(spec: str, num_layers: int) -> list[float]:
+    """`recommended` (4 stages: L/2, then +L/6 per stage up to L, §4 box) or hyphen-separated sizes `6-8-10-12`."""
+    if spec == "recommended":
+        return [num_layers / 2 + k * num_layers / 6 for k in range(4)]
+    try:
+        sizes = [float(x) for x in spec.split("-")]
+    except ValueError:
+        raise RaptrSpecError(
+            f"RaPTr schedule {spec!r}: expected 'recommended' or average subnetwork sizes like '6-8-10-12'."
+        ) from None
+    return sizes
+
+
+def build_schedule(
+    spec: str,
+    num_layers: int,
+    max_steps: int,
+    lengths: str | Sequence[int] = "equal",
+    full_model_steps: int = 0,
+    fixed: Sequence[int] | None = None,
+    scaling: str = "sqrt",
+    seed: int = 0,
+) -> RaptrSchedule:
+    """A schedule from a spec. `lengths`: `equal`, `proportional` (stage s ∝ s, App. E) or the k−1 step boundaries
+    where stages 2..k start. `full_model_steps`: an initial full-model phase taken from the last stage (UL2, §4.2)."""
+    L = num_layers
+    fixed = tuple(sorted({i % L for i in ((0, L - 1) if fixed is None else fixed)}))
+    sizes = parse_sizes(spec, L)
+    if any(not len(fixed) <= n <= L for n in sizes):
+        raise RaptrSpecError(f"RaPTr schedule {spec!r}: each size must lie in [|I|, L] = [{len(fixed)}, {L}].")
+    if sizes != sorted(sizes):
+        raise RaptrSpecError(f"RaPTr schedule {spec!r}: sizes must not decrease (progressive subnetworks, §2.1).")
+    if scaling not in SCALINGS:
+        raise RaptrSpecError(f"RaPTr scaling={scaling!r}: allowed values are {', '.join(SCALINGS)}.")
+    k = len(sizes)
+    if isinstance(lengths, str):
+        if lengths not in STAGE_LENGTHS:
+            raise RaptrSpecError(
+                f"RaPTr stage lengths={lengths!r}: allowed values are {', '.join(STAGE_LENGTHS)} or k-1 step boundaries."
+            )
+        weights = [1] * k if lengths == "equal" else list(range(1, k + 1))
+        cumulative = np.cumsum(weights) / sum(weights)
+        bounds = [round(max_steps * c) for c in cumulative[:-1]]
+    else:
+        bounds = [int(b) for b in lengths]
+        if len(bounds) != k - 1 or bounds != sorted(bounds) or any(not 0 <= b <= max_steps for b in bounds):
+            raise RaptrSpecError(
+                f"RaPTr stage boundaries {list(lengths)}: need {k - 1} non-decreasing steps in [0, {max_steps}]."
+            )
+    edges = [0, *bounds, max_steps]
+    if not 0 <= full_model_steps <= edges[-1] - edges[-2]:
+        raise RaptrSpecError(
+            f"RaPTr full_model_steps={full_model_steps}: must lie in [0, {edges[-1] - edges[-2]}] (the last stage)."
+        )
+    p_of = lambda n: 1.0 if L == len(fixed) else (n - len(fixed)) / (L - len(fixed))  # noqa: E731
+    stages = [Stage(float(L), 1.0, 0, full_model_steps)] if full_model_steps else []
+    f = full_model_steps
+    for i, n in enumerate(sizes):
+        start, end = edges[i] + f, (edges[i + 1] + f if i < k - 1 else max_steps)
+        stages.append(Stage(n, p_of(n), start, end))
+    return RaptrSchedule(L, fixed, stages, scaling, seed)
+
+
+def _base_model(model):
+    model = getattr(model, "module", model)
+    return getattr(model, "base_model", model)
+
+
+@dataclass
+class _StageTally:
+    steps: int = 0
+    layers: int = 0
+    wall_time_s: float = 0.0
+
+
+class RaptrCallback(TrainerCallback):
+    """Sets the model's layer plan before each optimizer step and clears it after (evaluation, `generate()` and
+    saving always see the full model). Reports the expected relative FLOPs before training and the realised FLOPs and
+    wall time per stage after it (`report`, logged; the CLI writes it to `metrics.json`)."""
+
+    def __init__(self, spec: str = "recommended", lengths: str | Sequence[int] = "equal", full_model_steps: int = 0,
+                 fixed: Sequence[int] | None = None, scaling: str = "sqrt", seed: int | None = None):
+        self.options = dict(spec=spec, lengths=lengths, full_model_steps=full_model_steps, fixed=fixed,
+                            scaling=scaling)
+        self.seed = seed
+        self.schedule: RaptrSchedule | None = None
+        self.tallies: list[_StageTally] = []
+        self.report: dict = {}
+        self._began = 0.0
+        self._stage = 0
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        L = _base_model(model).config.num_hidden_layers
+        seed = args.seed if self.seed is None else self.seed
+        self.schedule = build_schedule(num_layers=L, max_steps=state.max_steps, seed=seed, **self.options)
+        self.tallies = [_StageTally() for _ in self.schedule.stages]
+        expected = self.schedule.expected_relative_flops()
+        self.report = {"schedule": self.options["spec"], "scaling": self.schedule.scaling,
+                       "fixed_layers": list(self.schedule.fixed), "expected_relative_flops": expected}
+        logger.warning("RaPTr %s on %d layers: stages %s, expected relative FLOPs %.4f", self.options["spec"], L,
+                       [(round(s.size, 3), s.start, s.end) for s in self.schedule.stages], expected)
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        step = state.global_step
+        self._stage = self.schedule.stage_index(step)
+        plan = self.schedule.plan(step)
+        _base_model(model).layer_plan = plan
+        tally = self.tallies[self._stage]
+        tally.steps += 1
+        tally.layers += self.schedule.num_layers if plan is None else sum(s > 0 for s in plan.scales)
+        self._began = time.perf_counter()
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.tallies[self._stage].wall_time_s += time.perf_counter() - self._began
+        _base_model(model).layer_plan = None
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        _base_model(model).layer_plan = None
+        L = self.schedule.num_layers
+        steps = sum(t.steps for t in self.tallies)
+        stages = []
+        for stage, tally in zip(self.schedule.stages, self.tallies):
+            stages.append({**asdict(stage), **asdict(tally),
+                           "mean_layers": tally.layers / tally.steps if tally.steps else None,
+                           "s_per_step": tally.wall_time_s / tally.steps if tally.steps else None})
+        self.report["realised_relative_flops"] = sum(t.layers for t in self.tallies) / (L * max(steps, 1))
+        self.report["step_time_s"] = sum(t.wall_time_s for t in self.tallies)
+        self.report["stages"] = stages
+        logger.warning("RaPTr realised relative FLOPs %.4f (expected %.4f); per stage (size, steps, mean layers, "
+                       "s/step): %s", self.report["realised_relative_flops"], self.report["expected_relative_flops"],
+                       [(round(s["size"], 2), s["steps"], s["mean_layers"], s["s_per_step"]) for s in stages])

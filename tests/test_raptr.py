@@ -199,7 +199,6 @@ DDP_SCRIPT = textwrap.dedent(
     """
     import os, sys, torch
     from transformers import Trainer, TrainingArguments
-from transformers.masking_utils import create_causal_mask
     from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM
     from modeling_simplified.training.raptr import RaptrCallback
 
@@ -224,12 +223,11 @@ from transformers.masking_utils import create_causal_mask
 )
 
 
-@pytest.mark.slow
 def test_ddp_two_ranks_gloo_end_bit_identical(tmp_path):
     script = tmp_path / "ddp_raptr.py"
     script.write_text(DDP_SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
            str(script), str(tmp_path)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -242,3 +242,74 @@ class RaptrCallback(TrainerCallback):
         logger.warning("RaPTr realised relative FLOPs %.4f (expected %.4f); per stage (size, steps, mean layers, "
                        "s/step): %s", self.report["realised_relative_flops"], self.report["expected_relative_flops"],
                        [(round(s["size"], 2), s["steps"], s["mean_layers"], s["s_per_step"]) for s in stages])
+
+
+def bench(num_layers: int = 12, hidden_size: int = 256, seq_len: int = 128, batch: int = 8, vocab: int = 4096,
+          repeats: int = 7, block_type: str = "pre_ln") -> dict[str, float]:
+    """Same-run timing of a full training step (forward, backward, AdamW) against a step on a (p, I)-subnetwork of
+    half the layers (first and last kept, App. J scales), interleaved; returns min and median times and ratios."""
+    import torch
+
+    from ..configuration_simplified import SimplifiedConfig
+    from ..modeling_simplified import SimplifiedForCausalLM
+    from ..optimization import parameter_groups
+
+    torch.manual_seed(0)
+    config = SimplifiedConfig(block_type=block_type, vocab_size=vocab, hidden_size=hidden_size,
+                              num_hidden_layers=num_layers, num_attention_heads=max(1, hidden_size // 64),
+                              intermediate_size=4 * hidden_size, max_position_embeddings=seq_len)
+    model = SimplifiedForCausalLM(config).train()
+    opt = torch.optim.AdamW(parameter_groups(model, 0.1), lr=1e-4)
+    ids = torch.randint(0, vocab, (batch, seq_len))
+    keep = [i % 2 == 0 or i == num_layers - 1 for i in range(num_layers)]
+    keep[num_layers - 2] = False if num_layers > 2 else keep[num_layers - 2]  # exactly L/2 layers, I = {1, L} kept
+    half = LayerPlan(tuple(sqrt_scales(keep)))
+    plans = {"full": None, "half": half}
+    times: dict[str, list[float]] = {name: [] for name in plans}
+
+    def step(plan):
+        model.model.layer_plan = plan
+        start = time.perf_counter()
+        model(ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        return time.perf_counter() - start
+
+    for name, plan in plans.items():  # warm-up
+        step(plan)
+    for _ in range(repeats):
+        for name, plan in plans.items():
+            times[name].append(step(plan))
+    model.model.layer_plan = None
+    result = {"layers_kept": sum(keep), "num_layers": num_layers}
+    for stat, fn in (("min", min), ("median", lambda t: sorted(t)[len(t) // 2])):
+        for name in plans:
+            result[f"{name}_{stat}_s"] = fn(times[name])
+        result[f"half_over_full_{stat}"] = result[f"half_{stat}_s"] / result[f"full_{stat}_s"]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="RaPTr tools: `--bench` times a half-layers step against a full one.")
+    parser.add_argument("--bench", action="store_true", help="time a step on half the layers against a full step")
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--hidden-size", type=int, default=256)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--block-type", default="pre_ln")
+    args = parser.parse_args(argv)
+    if not args.bench:
+        parser.print_help()
+        return 0
+    r = bench(args.layers, args.hidden_size, args.seq_len, args.batch, repeats=args.repeats, block_type=args.block_type)
+    print(f"RaPTr step on {r['layers_kept']}/{r['num_layers']} layers vs full step ({args.block_type}, "
+          f"d={args.hidden_size}, batch {args.batch}x{args.seq_len}, {args.repeats} interleaved repeats):")
+    for stat in ("min", "median"):
+        print(f"  {stat:6s} full {r[f'full_{stat}_s'] * 1e3:8.1f} ms   half {r[f'half_{stat}_s'] * 1e3:8.1f} ms   "
+              f"half/full = {r[f'half_over_full_{stat}']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

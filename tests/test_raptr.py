@@ -2,6 +2,7 @@
 subnetworks (bypassed = identity, App. J scales), p = 1 is plain training, reproducible sampling, zero gradients and
 AdamW's rules for bypassed layers, the full model outside training steps, and a 2-process DDP run."""
 
+import json
 import math
 import os
 import subprocess
@@ -238,3 +239,23 @@ def test_ddp_two_ranks_gloo_end_bit_identical(tmp_path):
     assert plans == torch.load(tmp_path / "plans1.pt")
     assert any(not all(z) for z in plans)  # some steps really trained a subnetwork
     assert "RaPTr" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def test_cli_raptr_writes_its_report_to_metrics_and_rejects_bad_schedules(tmp_path, capsys):
+    from modeling_simplified.training.cli import main
+
+    base = ["--preset", "codeparrot-tiny-pre_ln", "--set", "data.max_train_samples=40", "--set",
+            "data.tokenizer_train_samples=40", "--set", "data.max_eval_samples=16", "--set",
+            "training.per_device_train_batch_size=4", "--set", "training.eval_steps=4", "--max-steps", "8",
+            "--no-export", "--set", "num_hidden_layers=4"]
+    bad = tmp_path / "bad"
+    assert main([*base, "--output-dir", str(bad), "--raptr", "1-4"]) == 2
+    assert "--raptr" in capsys.readouterr().err and not bad.exists()
+    assert main([*base, "--output-dir", str(bad), "--raptr", "2-4", "--raptr-lengths", "x"]) == 2
+    run = tmp_path / "run"
+    assert main([*base, "--output-dir", str(run), "--raptr", "2-3-4", "--raptr-lengths", "2,5"]) == 0
+    report = json.loads((run / "metrics.json").read_text())["raptr"]
+    assert [(s["start"], s["end"], s["steps"]) for s in report["stages"]] == [(0, 2, 2), (2, 5, 3), (5, 8, 3)]
+    assert report["expected_relative_flops"] == (2 * 2 + 3 * 3 + 3 * 4) / (4 * 8)
+    assert report["stages"][0]["mean_layers"] == 2  # p = 0: only I = {first, last}

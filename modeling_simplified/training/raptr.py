@@ -289,9 +289,49 @@ def bench(num_layers: int = 12, hidden_size: int = 256, seq_len: int = 128, batc
     return result
 
 
+def compare_runs(runs: dict[str, str], path: str) -> dict[str, dict]:
+    """One PNG of the train and eval loss curves of several `simplified-train` runs (label -> run directory) and their
+    summaries from `metrics.json` (eval loss, train time, RaPTr FLOPs)."""
+    import json
+    from pathlib import Path
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .cli import latest_checkpoint
+    from .plotting import loss_points
+
+    fig = Figure(figsize=(7.0, 4.2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    summary = {}
+    for (label, run), color in zip(runs.items(), ("tab:blue", "tab:red", "tab:green", "tab:purple")):
+        run = Path(run)
+        history = json.loads((latest_checkpoint(run) / "trainer_state.json").read_text())["log_history"]
+        train, evaluation = loss_points(history)
+        ax.plot(*zip(*train), color=color, linewidth=1.0, alpha=0.6, label=f"{label}: train")
+        ax.plot(*zip(*evaluation), "o-", color=color, linewidth=1.4, markersize=4, label=f"{label}: eval")
+        metrics = json.loads((run / "metrics.json").read_text())
+        raptr = metrics.get("raptr", {})
+        summary[label] = {"eval_loss": metrics["eval_loss"], "train_time_s": metrics["train_time_s"],
+                          "expected_relative_flops": raptr.get("expected_relative_flops", 1.0),
+                          "realised_relative_flops": raptr.get("realised_relative_flops", 1.0)}
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy loss")
+    ax.set_ylim(top=min(ax.get_ylim()[1], 8.5))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="RaPTr tools: `--bench` times a half-layers step against a full one.")
+    parser = argparse.ArgumentParser(description="RaPTr tools: `--bench` times a half-layers step against a full one; "
+                                     "`--compare LABEL=RUN ... --plot PNG` plots runs' loss curves together.")
     parser.add_argument("--bench", action="store_true", help="time a step on half the layers against a full step")
+    parser.add_argument("--compare", nargs="+", metavar="LABEL=RUN_DIR", help="simplified-train runs to compare")
+    parser.add_argument("--plot", default="raptr_comparison.png", help="the comparison PNG (with --compare)")
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--hidden-size", type=int, default=256)
     parser.add_argument("--seq-len", type=int, default=128)
@@ -299,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--block-type", default="pre_ln")
     args = parser.parse_args(argv)
+    if args.compare:
+        import json
+
+        summary = compare_runs(dict(item.split("=", 1) for item in args.compare), args.plot)
+        print(json.dumps(summary, indent=2))
+        return 0
     if not args.bench:
         parser.print_help()
         return 0

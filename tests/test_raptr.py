@@ -259,3 +259,48 @@ def test_cli_raptr_writes_its_report_to_metrics_and_rejects_bad_schedules(tmp_pa
     assert [(s["start"], s["end"], s["steps"]) for s in report["stages"]] == [(0, 2, 2), (2, 5, 3), (5, 8, 3)]
     assert report["expected_relative_flops"] == (2 * 2 + 3 * 3 + 3 * 4) / (4 * 8)
     assert report["stages"][0]["mean_layers"] == 2  # p = 0: only I = {first, last}
+
+
+# ---------------------------------------------------------------------------------------------- width variants
+@pytest.mark.parametrize("variant", ["mlp", "attention"])
+def test_width_masks_are_exact_subnetworks_with_zero_grads(variant):
+    from modeling_simplified.training.raptr import WidthMasks
+
+    config = tiny_config("pre_ln", num_hidden_layers=2)
+    model = perturb_(SimplifiedForCausalLM(config)).train()
+    ref = SimplifiedForCausalLM(config).train()
+    ref.load_state_dict(model.state_dict())
+    masks = WidthMasks(model.model, variant)
+    units = masks.units
+    keep = [True] * (2 * units)
+    keep[1] = keep[units + 2] = keep[units + 3] = False  # layer 0 drops unit 1, layer 1 drops units 2 and 3
+    masks.set(keep)
+    with torch.no_grad():  # the same subnetwork by zeroing the weights that read the dropped units
+        for layer, dropped in zip(ref.model.layers, ([1], [2, 3])):
+            for u in dropped:
+                cols = slice(u * masks.repeat, (u + 1) * masks.repeat)
+                (layer.mlp.fc_out if variant == "mlp" else layer.attn.o_proj).weight[:, cols] = 0
+    ids = _ids()
+    out = model(ids, labels=ids)
+    torch.testing.assert_close(out.logits, ref(ids).logits, rtol=1e-5, atol=1e-6)
+    out.loss.backward()
+    w = (model.model.layers[0].mlp.fc_out if variant == "mlp" else model.model.layers[0].attn.o_proj).weight.grad
+    assert not w[:, masks.repeat : 2 * masks.repeat].any() and w[:, : masks.repeat].any()
+    model.eval()
+    masks.set(None)
+    full = model(ids).logits
+    masks.set(keep)
+    assert torch.equal(model(ids).logits, full)  # eval ignores the masks: it is the full model
+    masks.remove()
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_width_callback_through_trainer(tmp_path):
+    model = SimplifiedForCausalLM(tiny_config(num_hidden_layers=2))
+    cb = RaptrCallback("2-3-4", variant="mlp")
+    _train(model, tmp_path, [cb], steps=6)
+    assert cb.report["variant"] == "mlp" and cb.report["expected_relative_flops"] == 0.75
+    assert cb.report["stages"][-1]["mean_layers"] == 4
+    assert all(not m._forward_hooks for m in model.modules())
+    with pytest.raises(RaptrSpecError, match="variant"):
+        RaptrCallback(variant="depthwise")

@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an initial full-model phase of N steps (taken from the last stage)")
     raptr.add_argument("--raptr-scaling", default="sqrt", help="kept layers' update scale: sqrt (App. J), inverse "
                        "(1/p), none")
+    raptr.add_argument("--raptr-variant", default="depth", help="random subnetworks of layers (depth), of each "
+                       "MLP's 4 sub-MLPs (mlp) or of each layer's attention heads (attention); sizes count those units")
     parser.add_argument("--list-presets", action="store_true", help="print the presets and exit")
     return parser
 
@@ -355,19 +357,21 @@ def _raptr_options(args: argparse.Namespace) -> dict | None:
             raise UsageError(f"--raptr-lengths {args.raptr_lengths!r}: allowed values are equal, proportional or "
                              "comma-separated step boundaries like 100,200,300.") from None
     return dict(spec=args.raptr, lengths=lengths, full_model_steps=args.raptr_full_steps,
-                scaling=args.raptr_scaling)
+                scaling=args.raptr_scaling, variant=args.raptr_variant)
 
 
 def _raptr_callback(options: dict, model, preset):
     """A `RaptrCallback`, its schedule checked now (before anything is written) for the preset's step count."""
     from .raptr import RaptrCallback, RaptrSpecError, build_schedule
 
-    steps = preset.training.max_steps or 1000
+    steps, config = preset.training.max_steps or 1000, model.config
     try:
-        build_schedule(num_layers=model.config.num_hidden_layers, max_steps=steps, **options)
+        callback = RaptrCallback(**options)
+        units = {"mlp": 4, "attention": config.num_attention_heads}.get(callback.variant, config.num_hidden_layers)
+        build_schedule(num_layers=units, max_steps=steps, **callback.options)
     except RaptrSpecError as err:
         raise UsageError(f"--raptr: {err}") from None
-    return RaptrCallback(**options)
+    return callback
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import torch
+from torch import nn
 from transformers import TrainerCallback
 
 from ..modeling_simplified import LayerPlan
@@ -81,11 +83,12 @@ class Stage:
 class RaptrSchedule:
     """T_{1:k} × (p_{1:k}, I): the stages (an optional full-model phase first) over `max_steps` optimizer steps."""
 
-    num_layers: int
+    num_layers: int  # units a subnetwork is drawn from: layers (depth), sub-MLPs or heads per layer (width)
     fixed: tuple[int, ...]
     stages: list[Stage]
     scaling: str = "sqrt"
     seed: int = 0
+    rows: int = 1  # independent draws per step: 1 (depth) or the model's layers (width variants)
 
     def stage_index(self, step: int) -> int:
         for i, stage in enumerate(self.stages):
@@ -96,8 +99,9 @@ class RaptrSchedule:
     def sample(self, step: int) -> tuple[bool, ...]:
         """ζ_{1:L} at `step` (0-based global step): a function of (seed, step) only."""
         p = self.stages[self.stage_index(step)].p
-        draws = np.random.default_rng([self.seed, step]).random(self.num_layers)
-        return tuple(bool(i in self.fixed or draws[i] < p) for i in range(self.num_layers))
+        n = self.num_layers
+        draws = np.random.default_rng([self.seed, step]).random(self.rows * n)
+        return tuple(bool(i % n in self.fixed or draws[i] < p) for i in range(self.rows * n))
 
     def plan(self, step: int) -> LayerPlan | None:
         """The model's layer plan at `step`; None (the full model) when every layer runs unscaled."""
@@ -133,6 +137,7 @@ def build_schedule(
     fixed: Sequence[int] | None = None,
     scaling: str = "sqrt",
     seed: int = 0,
+    rows: int = 1,
 ) -> RaptrSchedule:
     """A schedule from a spec. `lengths`: `equal`, `proportional` (stage s ∝ s, App. E) or the k−1 step boundaries
     where stages 2..k start. `full_model_steps`: an initial full-model phase taken from the last stage (UL2, §4.2)."""
@@ -171,7 +176,65 @@ def build_schedule(
     for i, n in enumerate(sizes):
         start, end = edges[i] + f, (edges[i + 1] + f if i < k - 1 else max_steps)
         stages.append(Stage(n, p_of(n), start, end))
-    return RaptrSchedule(L, fixed, stages, scaling, seed)
+    return RaptrSchedule(L, fixed, stages, scaling, seed, rows)
+
+
+VARIANTS = ("depth", "mlp", "attention")
+MLP_PARTS = 4  # MLP-RaPTr splits each MLP into 4 sub-MLPs (§4.3)
+
+
+class WidthMasks:
+    """MLP-RaPTr / Attention-RaPTr (§4.3) by forward hooks, no model change: the MLP's hidden units (after the
+    activation and its optional norm) in 4 contiguous sub-MLPs, or the attention heads (the input of W^O), are
+    multiplied by the step's 0/1 mask, so each layer computes the sum of its kept sub-MLPs / heads, unscaled.
+    Exact subnetworks and DDP-safe (all parameters stay in the graph; dropped units get zero gradients), but the
+    masked units are still computed: this variant saves no wall time yet (slicing the matmuls would)."""
+
+    def __init__(self, base: nn.Module, variant: str):
+        config = base.config
+        self.variant = variant
+        if variant == "mlp":
+            if config.intermediate_size % MLP_PARTS:
+                raise RaptrSpecError(f"RaPTr variant='mlp': intermediate_size={config.intermediate_size} must be "
+                                     f"divisible by {MLP_PARTS}.")
+            self.units, self.repeat = MLP_PARTS, config.intermediate_size // MLP_PARTS
+            targets = [layer.mlp.act_norm for layer in base.layers]
+            self.handles = [t.register_forward_hook(self._output_hook(i)) for i, t in enumerate(targets)]
+        else:
+            self.units, self.repeat = config.num_attention_heads, config.head_dim
+            targets = [layer.attn.o_proj for layer in base.layers]
+            self.handles = [t.register_forward_pre_hook(self._input_hook(i)) for i, t in enumerate(targets)]
+        self.masks: torch.Tensor | None = None
+
+    def set(self, keep: Sequence[bool] | None):
+        """Masks from a flat (layers × units) sample, or None for the full model."""
+        if keep is None:
+            self.masks = None
+            return
+        mask = torch.tensor(keep, dtype=torch.float32).view(-1, self.units)
+        self.masks = mask.repeat_interleave(self.repeat, dim=1)
+
+    def _mask(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        return x * self.masks[index].to(device=x.device, dtype=x.dtype)
+
+    def _output_hook(self, index: int):
+        def hook(module, args, output):
+            return self._mask(index, output) if self.masks is not None and module.training else None
+
+        return hook
+
+    def _input_hook(self, index: int):
+        def hook(module, args):
+            if self.masks is None or not module.training:
+                return None
+            return (self._mask(index, args[0]), *args[1:])
+
+        return hook
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+        self.handles, self.masks = [], None
 
 
 def _base_model(model):
@@ -192,10 +255,17 @@ class RaptrCallback(TrainerCallback):
     wall time per stage after it (`report`, logged; the CLI writes it to `metrics.json`)."""
 
     def __init__(self, spec: str = "recommended", lengths: str | Sequence[int] = "equal", full_model_steps: int = 0,
-                 fixed: Sequence[int] | None = None, scaling: str = "sqrt", seed: int | None = None):
+                 fixed: Sequence[int] | None = None, scaling: str = "sqrt", seed: int | None = None,
+                 variant: str = "depth"):
+        if variant not in VARIANTS:
+            raise RaptrSpecError(f"RaPTr variant={variant!r}: allowed values are {', '.join(VARIANTS)}.")
+        if variant != "depth":  # width: no always-kept units, no rescaling (§4.3)
+            fixed, scaling = (), "none"
         self.options = dict(spec=spec, lengths=lengths, full_model_steps=full_model_steps, fixed=fixed,
                             scaling=scaling)
+        self.variant = variant
         self.seed = seed
+        self.width: WidthMasks | None = None
         self.schedule: RaptrSchedule | None = None
         self.tallies: list[_StageTally] = []
         self.report: dict = {}
@@ -203,12 +273,17 @@ class RaptrCallback(TrainerCallback):
         self._stage = 0
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        L = _base_model(model).config.num_hidden_layers
+        base = _base_model(model)
+        L, rows = base.config.num_hidden_layers, 1
+        if self.variant != "depth":
+            self.width = WidthMasks(base, self.variant)
+            L, rows = self.width.units, len(base.layers)
         seed = args.seed if self.seed is None else self.seed
-        self.schedule = build_schedule(num_layers=L, max_steps=state.max_steps, seed=seed, **self.options)
+        self.schedule = build_schedule(num_layers=L, max_steps=state.max_steps, seed=seed, rows=rows,
+                                       **self.options)
         self.tallies = [_StageTally() for _ in self.schedule.stages]
         expected = self.schedule.expected_relative_flops()
-        self.report = {"schedule": self.options["spec"], "scaling": self.schedule.scaling,
+        self.report = {"schedule": self.options["spec"], "variant": self.variant, "scaling": self.schedule.scaling,
                        "fixed_layers": list(self.schedule.fixed), "expected_relative_flops": expected}
         logger.warning("RaPTr %s on %d layers: stages %s, expected relative FLOPs %.4f", self.options["spec"], L,
                        [(round(s.size, 3), s.start, s.end) for s in self.schedule.stages], expected)
@@ -216,19 +291,28 @@ class RaptrCallback(TrainerCallback):
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         step = state.global_step
         self._stage = self.schedule.stage_index(step)
-        plan = self.schedule.plan(step)
-        _base_model(model).layer_plan = plan
         tally = self.tallies[self._stage]
         tally.steps += 1
-        tally.layers += self.schedule.num_layers if plan is None else sum(s > 0 for s in plan.scales)
+        if self.width is not None:
+            keep = self.schedule.sample(step)
+            self.width.set(keep)
+            tally.layers += sum(keep) / self.schedule.rows  # mean kept units per layer
+        else:
+            plan = self.schedule.plan(step)
+            _base_model(model).layer_plan = plan
+            tally.layers += self.schedule.num_layers if plan is None else sum(s > 0 for s in plan.scales)
         self._began = time.perf_counter()
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         self.tallies[self._stage].wall_time_s += time.perf_counter() - self._began
         _base_model(model).layer_plan = None
+        if self.width is not None:
+            self.width.set(None)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         _base_model(model).layer_plan = None
+        if self.width is not None:
+            self.width.remove()
         L = self.schedule.num_layers
         steps = sum(t.steps for t in self.tallies)
         stages = []
@@ -248,8 +332,6 @@ def bench(num_layers: int = 12, hidden_size: int = 256, seq_len: int = 128, batc
           repeats: int = 7, block_type: str = "pre_ln") -> dict[str, float]:
     """Same-run timing of a full training step (forward, backward, AdamW) against a step on a (p, I)-subnetwork of
     half the layers (first and last kept, App. J scales), interleaved; returns min and median times and ratios."""
-    import torch
-
     from ..configuration_simplified import SimplifiedConfig
     from ..modeling_simplified import SimplifiedForCausalLM
     from ..optimization import parameter_groups

@@ -8,6 +8,7 @@ parallel (eq. 7) blocks, and the heads. Shipped to the Hub as custom code: sibli
 import copy
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -773,8 +774,29 @@ def _tie_reparam_inits(model: nn.Module, config: SimplifiedConfig):
     projections[-1].copy_(product)
 
 
+@dataclass(frozen=True)
+class LayerPlan:
+    """The subnetwork of one training step (RaPTr, Panigrahi et al. 2024, Alg. 1 and App. J).
+
+    Layer i maps `x` to `x + scales[i]·(layer(x) − x)`: its update is scaled (for residual blocks the sum of its
+    residual branches; for skipless blocks its deviation from the identity). `scales[i] == 0` bypasses the layer: the
+    identity, not computed, its parameters kept in the graph with weight 0 so that DDP sees every parameter used
+    and reduces an exact zero gradient for them. Set per step by a training callback, applied only in training
+    mode; never saved (not a parameter, buffer or config field).
+    """
+
+    scales: tuple[float, ...]
+
+
+def _in_graph_with_zero_weight(layer: nn.Module) -> torch.Tensor:
+    """`0·Σ sum(p)` over the layer's trainable parameters: an exact 0 whose backward gives them zero gradients."""
+    return sum(p.sum() for p in layer.parameters() if p.requires_grad) * 0.0
+
+
 class SimplifiedModel(SimplifiedPreTrainedModel):
     """Embedding (+ positions, + optional norm), the blocks, and the final norm."""
+
+    layer_plan: LayerPlan | None = None  # RaPTr's per-step subnetwork (training only); None = the full model
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
@@ -844,8 +866,13 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         inputs_embeds = self.embed_token_types(inputs_embeds, token_type_ids)
         hidden_states, position_embeddings = self.embed_positions(inputs_embeds, position_ids)
         hidden_states = self.embed_dropout(self.embed_norm(hidden_states))
-        for layer in self.layers:
-            hidden_states = layer(
+        scales = self.layer_plan.scales if self.training and self.layer_plan is not None else ()
+        for i, layer in enumerate(self.layers):
+            scale = scales[i] if scales else 1.0
+            if scale == 0.0:
+                hidden_states = hidden_states + _in_graph_with_zero_weight(layer)
+                continue
+            output = layer(
                 hidden_states,
                 attention_mask=mask,
                 position_embeddings=position_embeddings,
@@ -854,6 +881,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
                 sequence_ids=sequence_ids,
                 **kwargs,
             )
+            hidden_states = output if scale == 1.0 else torch.lerp(hidden_states, output, scale)
         return BaseModelOutputWithPast(last_hidden_state=self.norm(hidden_states), past_key_values=past_key_values)
 
 

@@ -71,6 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="override a model field, training.<field> or data.<field> (repeatable)")
     parser.add_argument("--diagnostics", action="store_true", help="log per-layer gains and activation kurtosis")
     parser.add_argument("--no-export", action="store_true", help="skip the Hub-ready export")
+    raptr = parser.add_argument_group("RaPTr progressive subnetworks (modeling_simplified/training/raptr.py)")
+    raptr.add_argument("--raptr", metavar="SCHEDULE", help="train random subnetworks in stages: average sizes like "
+                       "'6-8-10-12', or 'recommended' (L/2, +L/6 per stage, full model last)")
+    raptr.add_argument("--raptr-lengths", default="equal", metavar="equal|proportional|STEP,STEP,...",
+                       help="stage lengths: equal, proportional, or the steps where stages 2..k start")
+    raptr.add_argument("--raptr-full-steps", type=int, default=0, metavar="N",
+                       help="an initial full-model phase of N steps (taken from the last stage)")
+    raptr.add_argument("--raptr-scaling", default="sqrt", help="kept layers' update scale: sqrt (App. J), inverse "
+                       "(1/p), none")
+    raptr.add_argument("--raptr-variant", default="depth", help="random subnetworks of layers (depth), of each "
+                       "MLP's 4 sub-MLPs (mlp) or of each layer's attention heads (attention); sizes count those units")
     parser.add_argument("--list-presets", action="store_true", help="print the presets and exit")
     return parser
 
@@ -238,8 +249,9 @@ def _export(model, tokenizer, export_dir: Path, run_info: dict[str, Any]) -> Pat
     return Path(export_model(model, export_dir, tokenizer=tokenizer, run_info=run_info))
 
 
-def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[str, Any]:
-    """Train as planned; returns the metrics written to `metrics.json`."""
+def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: dict | None = None) -> dict[str, Any]:
+    """Train as planned (with `raptr`, the options of a `RaptrCallback`); returns the metrics written to
+    `metrics.json`."""
     from transformers import DataCollatorWithPadding
 
     from .callbacks import DiagnosticsCallback
@@ -250,6 +262,7 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[s
     started = time.time()
     preset, out = plan.preset, plan.output_dir
     model, data = _model_and_tokenizer(plan)
+    raptr_cb = _raptr_callback(raptr, model, preset) if raptr else None
 
     # everything that can fail on user input has been checked: from here on the output directory is written
     out.mkdir(parents=True, exist_ok=True)
@@ -270,7 +283,7 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[s
     trainer = SimplifiedTrainer(
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
         processing_class=data.tokenizer, recipe=preset.training, diagnostics=diag,
-        callbacks=[diag] if diag else None,
+        callbacks=[cb for cb in (diag, raptr_cb) if cb] or None,
         compute_metrics=_compute_metrics if preset.task == "sequence-classification" else None,
     )
     train_start = time.time()
@@ -312,6 +325,8 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[s
         metrics["perplexity"] = math.exp(min(final_eval["eval_loss"], 700.0))
     if diag is not None:
         metrics["diagnostics"] = diag.collect(model)
+    if raptr_cb is not None:
+        metrics["raptr"] = raptr_cb.report
 
     if export:
         run_info = {"dataset": data.source, "steps": metrics["steps"], "tokens_seen": tokens,
@@ -330,6 +345,35 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True) -> dict[s
     return metrics
 
 
+def _raptr_options(args: argparse.Namespace) -> dict | None:
+    """The `--raptr*` flags as `RaptrCallback` options (None without `--raptr`)."""
+    if args.raptr is None:
+        return None
+    lengths = args.raptr_lengths
+    if lengths not in ("equal", "proportional"):
+        try:
+            lengths = [int(x) for x in lengths.split(",")]
+        except ValueError:
+            raise UsageError(f"--raptr-lengths {args.raptr_lengths!r}: allowed values are equal, proportional or "
+                             "comma-separated step boundaries like 100,200,300.") from None
+    return dict(spec=args.raptr, lengths=lengths, full_model_steps=args.raptr_full_steps,
+                scaling=args.raptr_scaling, variant=args.raptr_variant)
+
+
+def _raptr_callback(options: dict, model, preset):
+    """A `RaptrCallback`, its schedule checked now (before anything is written) for the preset's step count."""
+    from .raptr import RaptrCallback, RaptrSpecError, build_schedule
+
+    steps, config = preset.training.max_steps or 1000, model.config
+    try:
+        callback = RaptrCallback(**options)
+        units = {"mlp": 4, "attention": config.num_attention_heads}.get(callback.variant, config.num_hidden_layers)
+        build_schedule(num_layers=units, max_steps=steps, **callback.options)
+    except RaptrSpecError as err:
+        raise UsageError(f"--raptr: {err}") from None
+    return callback
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit status (0, or 2 for bad input)."""
     args = build_parser().parse_args(argv)
@@ -341,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         plan = plan_run(args)
-        metrics = run(plan, diagnostics=args.diagnostics, export=not args.no_export)
+        metrics = run(plan, diagnostics=args.diagnostics, export=not args.no_export, raptr=_raptr_options(args))
     except UsageError as err:
         print(f"simplified-train: error: {err}", file=sys.stderr)
         return 2

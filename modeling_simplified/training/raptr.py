@@ -1,0 +1,443 @@
+"""RaPTr: progressive subnetwork training (Panigrahi et al. 2024) as a Trainer callback.
+
+At step t of stage s (Alg. 1) layer i runs with ζ_i = 1 for i in the always-kept set I (default: first and last
+layer, §4) and ζ_i ~ Bernoulli(p_s) otherwise; bypassed layers are the identity and cost no compute. Stages are given
+by their average subnetwork size n_s (e.g. `6-8-10-12`), so `p_s = (n_s − |I|) / (L − |I|)` and the expected
+layer FLOPs relative to full training are `Σ_s len_s · n_s / (L · T)` (§2.1, App. E).
+
+Scaling of the kept layers (App. J), applied to each kept layer's update `layer(x) − x` (see `LayerPlan`):
+- `sqrt` (default, `h_sqrt`): kept layer j gets `sqrt(j̄ − j)` with j̄ the next kept layer (L+1 after the last one),
+  so the sum of squared scales of the kept layers before any kept layer k is k − 1: every kept layer sees the input
+  norm it has in the full model (Thm J.1: ‖y^(ℓ)‖² = ‖x‖² + Θ(Σ_j α_j² d)), and the output norm is that of L layers.
+- `inverse`: 1/p_s on the sampled (non-I) kept layers (Huang et al. 2016, applied at training so evaluation needs no
+  rescaling); `none`: 1.
+With p = 1 every scale is 1 and the plan is the full model: the last stage trains exactly as without the callback.
+
+Sampling uses `numpy.random.default_rng([seed, step])`: every DDP rank draws the same subnetwork at a global step
+with no communication, and a resumed run redraws the same ones. Bypassed layers keep their parameters in the graph
+with weight 0 (`LayerPlan`), so DDP needs no `find_unused_parameters` and all-reduces an exact zero gradient for them.
+Under torch AdamW a parameter with a zero gradient (not None) still follows AdamW's rules for one step:
+decoupled decay `θ ← θ(1 − lr·λ)`, moments `m ← β1·m`, `v ← β2·v`, and the update `lr·m̂/(√v̂ + ε)` from the
+momentum of earlier steps — the same as in the paper's App. G formulation, where skipped layers get zero gradients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import TrainerCallback
+
+from ..modeling_simplified import LayerPlan
+
+logger = logging.getLogger(__name__)
+
+SCALINGS = ("sqrt", "inverse", "none")
+STAGE_LENGTHS = ("equal", "proportional")
+
+
+class RaptrSpecError(ValueError):
+    """A bad RaPTr schedule or option (names the field and the allowed values)."""
+
+
+def sqrt_scales(keep: Sequence[bool]) -> list[float]:
+    """App. J's `h_sqrt`: kept layer j (1-based) gets `sqrt(j̄ − j)`, j̄ the next kept layer or L+1; bypassed get 0."""
+    scales = [0.0] * len(keep)
+    following = len(keep)  # 0-based index of the next kept layer (L when none)
+    for j in range(len(keep) - 1, -1, -1):
+        if keep[j]:
+            scales[j] = math.sqrt(following - j)
+            following = j
+    return scales
+
+
+def layer_scales(keep: Sequence[bool], p: float, fixed: Sequence[int], scaling: str) -> list[float]:
+    """Per-layer output scales of a sampled subnetwork (0 = bypassed) under `scaling` (one of SCALINGS)."""
+    if scaling == "sqrt":
+        return sqrt_scales(keep)
+    if scaling == "inverse":
+        return [0.0 if not k else 1.0 if i in fixed else 1.0 / p for i, k in enumerate(keep)]
+    if scaling == "none":
+        return [1.0 if k else 0.0 for k in keep]
+    raise RaptrSpecError(f"RaPTr scaling={scaling!r}: allowed values are {', '.join(SCALINGS)}.")
+
+
+@dataclass
+class Stage:
+    """Steps [start, end) train (p, I)-subnetworks of average size `size` (layers)."""
+
+    size: float
+    p: float
+    start: int
+    end: int
+
+
+@dataclass
+class RaptrSchedule:
+    """T_{1:k} × (p_{1:k}, I): the stages (an optional full-model phase first) over `max_steps` optimizer steps."""
+
+    num_layers: int  # units a subnetwork is drawn from: layers (depth), sub-MLPs or heads per layer (width)
+    fixed: tuple[int, ...]
+    stages: list[Stage]
+    scaling: str = "sqrt"
+    seed: int = 0
+    rows: int = 1  # independent draws per step: 1 (depth) or the model's layers (width variants)
+
+    def stage_index(self, step: int) -> int:
+        for i, stage in enumerate(self.stages):
+            if step < stage.end:
+                return i
+        return len(self.stages) - 1
+
+    def sample(self, step: int) -> tuple[bool, ...]:
+        """ζ_{1:L} at `step` (0-based global step): a function of (seed, step) only."""
+        p = self.stages[self.stage_index(step)].p
+        n = self.num_layers
+        draws = np.random.default_rng([self.seed, step]).random(self.rows * n)
+        return tuple(bool(i % n in self.fixed or draws[i] < p) for i in range(self.rows * n))
+
+    def plan(self, step: int) -> LayerPlan | None:
+        """The model's layer plan at `step`; None (the full model) when every layer runs unscaled."""
+        keep = self.sample(step)
+        scales = layer_scales(keep, self.stages[self.stage_index(step)].p, self.fixed, self.scaling)
+        return None if all(s == 1.0 for s in scales) else LayerPlan(tuple(scales))
+
+    def expected_relative_flops(self) -> float:
+        """Σ_s len_s · n_s / (L · T): expected layer FLOPs relative to full training (§2.1, App. E)."""
+        total = sum(s.end - s.start for s in self.stages)
+        return sum((s.end - s.start) * s.size for s in self.stages) / (self.num_layers * max(total, 1))
+
+
+def parse_sizes(spec: str, num_layers: int) -> list[float]:
+    """`recommended` (4 stages: L/2, then +L/6 per stage up to L, §4 box) or hyphen-separated sizes `6-8-10-12`."""
+    if spec == "recommended":
+        return [num_layers / 2 + k * num_layers / 6 for k in range(4)]
+    try:
+        sizes = [float(x) for x in spec.split("-")]
+    except ValueError:
+        raise RaptrSpecError(
+            f"RaPTr schedule {spec!r}: expected 'recommended' or average subnetwork sizes like '6-8-10-12'."
+        ) from None
+    return sizes
+
+
+def build_schedule(
+    spec: str,
+    num_layers: int,
+    max_steps: int,
+    lengths: str | Sequence[int] = "equal",
+    full_model_steps: int = 0,
+    fixed: Sequence[int] | None = None,
+    scaling: str = "sqrt",
+    seed: int = 0,
+    rows: int = 1,
+) -> RaptrSchedule:
+    """A schedule from a spec. `lengths`: `equal`, `proportional` (stage s ∝ s, App. E) or the k−1 step boundaries
+    where stages 2..k start. `full_model_steps`: an initial full-model phase taken from the last stage (UL2, §4.2)."""
+    L = num_layers
+    fixed = tuple(sorted({i % L for i in ((0, L - 1) if fixed is None else fixed)}))
+    sizes = parse_sizes(spec, L)
+    if any(not len(fixed) <= n <= L for n in sizes):
+        raise RaptrSpecError(f"RaPTr schedule {spec!r}: each size must lie in [|I|, L] = [{len(fixed)}, {L}].")
+    if sizes != sorted(sizes):
+        raise RaptrSpecError(f"RaPTr schedule {spec!r}: sizes must not decrease (progressive subnetworks, §2.1).")
+    if scaling not in SCALINGS:
+        raise RaptrSpecError(f"RaPTr scaling={scaling!r}: allowed values are {', '.join(SCALINGS)}.")
+    k = len(sizes)
+    if isinstance(lengths, str):
+        if lengths not in STAGE_LENGTHS:
+            raise RaptrSpecError(
+                f"RaPTr stage lengths={lengths!r}: allowed values are {', '.join(STAGE_LENGTHS)} or k-1 step boundaries."
+            )
+        weights = [1] * k if lengths == "equal" else list(range(1, k + 1))
+        cumulative = np.cumsum(weights) / sum(weights)
+        bounds = [round(max_steps * c) for c in cumulative[:-1]]
+    else:
+        bounds = [int(b) for b in lengths]
+        if len(bounds) != k - 1 or bounds != sorted(bounds) or any(not 0 <= b <= max_steps for b in bounds):
+            raise RaptrSpecError(
+                f"RaPTr stage boundaries {list(lengths)}: need {k - 1} non-decreasing steps in [0, {max_steps}]."
+            )
+    edges = [0, *bounds, max_steps]
+    if not 0 <= full_model_steps <= edges[-1] - edges[-2]:
+        raise RaptrSpecError(
+            f"RaPTr full_model_steps={full_model_steps}: must lie in [0, {edges[-1] - edges[-2]}] (the last stage)."
+        )
+    p_of = lambda n: 1.0 if L == len(fixed) else (n - len(fixed)) / (L - len(fixed))  # noqa: E731
+    stages = [Stage(float(L), 1.0, 0, full_model_steps)] if full_model_steps else []
+    f = full_model_steps
+    for i, n in enumerate(sizes):
+        start, end = edges[i] + f, (edges[i + 1] + f if i < k - 1 else max_steps)
+        stages.append(Stage(n, p_of(n), start, end))
+    return RaptrSchedule(L, fixed, stages, scaling, seed, rows)
+
+
+VARIANTS = ("depth", "mlp", "attention")
+MLP_PARTS = 4  # MLP-RaPTr splits each MLP into 4 sub-MLPs (§4.3)
+
+
+class WidthMasks:
+    """MLP-RaPTr / Attention-RaPTr (§4.3) by forward hooks, no model change: the MLP's hidden units (after the
+    activation and its optional norm) in 4 contiguous sub-MLPs, or the attention heads (the input of W^O), are
+    multiplied by the step's 0/1 mask, so each layer computes the sum of its kept sub-MLPs / heads, unscaled.
+    Exact subnetworks and DDP-safe (all parameters stay in the graph; dropped units get zero gradients), but the
+    masked units are still computed: this variant saves no wall time yet (slicing the matmuls would)."""
+
+    def __init__(self, base: nn.Module, variant: str):
+        config = base.config
+        self.variant = variant
+        if variant == "mlp":
+            if config.intermediate_size % MLP_PARTS:
+                raise RaptrSpecError(f"RaPTr variant='mlp': intermediate_size={config.intermediate_size} must be "
+                                     f"divisible by {MLP_PARTS}.")
+            self.units, self.repeat = MLP_PARTS, config.intermediate_size // MLP_PARTS
+            targets = [layer.mlp.act_norm for layer in base.layers]
+            self.handles = [t.register_forward_hook(self._output_hook(i)) for i, t in enumerate(targets)]
+        else:
+            self.units, self.repeat = config.num_attention_heads, config.head_dim
+            targets = [layer.attn.o_proj for layer in base.layers]
+            self.handles = [t.register_forward_pre_hook(self._input_hook(i)) for i, t in enumerate(targets)]
+        self.masks: torch.Tensor | None = None
+
+    def set(self, keep: Sequence[bool] | None):
+        """Masks from a flat (layers × units) sample, or None for the full model."""
+        if keep is None:
+            self.masks = None
+            return
+        mask = torch.tensor(keep, dtype=torch.float32).view(-1, self.units)
+        self.masks = mask.repeat_interleave(self.repeat, dim=1)
+
+    def _mask(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        return x * self.masks[index].to(device=x.device, dtype=x.dtype)
+
+    def _output_hook(self, index: int):
+        def hook(module, args, output):
+            return self._mask(index, output) if self.masks is not None and module.training else None
+
+        return hook
+
+    def _input_hook(self, index: int):
+        def hook(module, args):
+            if self.masks is None or not module.training:
+                return None
+            return (self._mask(index, args[0]), *args[1:])
+
+        return hook
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+        self.handles, self.masks = [], None
+
+
+def _base_model(model):
+    model = getattr(model, "module", model)
+    return getattr(model, "base_model", model)
+
+
+@dataclass
+class _StageTally:
+    steps: int = 0
+    layers: int = 0
+    wall_time_s: float = 0.0
+
+
+class RaptrCallback(TrainerCallback):
+    """Sets the model's layer plan before each optimizer step and clears it after (evaluation, `generate()` and
+    saving always see the full model). Reports the expected relative FLOPs before training and the realised FLOPs and
+    wall time per stage after it (`report`, logged; the CLI writes it to `metrics.json`)."""
+
+    def __init__(self, spec: str = "recommended", lengths: str | Sequence[int] = "equal", full_model_steps: int = 0,
+                 fixed: Sequence[int] | None = None, scaling: str = "sqrt", seed: int | None = None,
+                 variant: str = "depth"):
+        if variant not in VARIANTS:
+            raise RaptrSpecError(f"RaPTr variant={variant!r}: allowed values are {', '.join(VARIANTS)}.")
+        if variant != "depth":  # width: no always-kept units, no rescaling (§4.3)
+            fixed, scaling = (), "none"
+        self.options = dict(spec=spec, lengths=lengths, full_model_steps=full_model_steps, fixed=fixed,
+                            scaling=scaling)
+        self.variant = variant
+        self.seed = seed
+        self.width: WidthMasks | None = None
+        self.schedule: RaptrSchedule | None = None
+        self.tallies: list[_StageTally] = []
+        self.report: dict = {}
+        self._began = 0.0
+        self._stage = 0
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        base = _base_model(model)
+        L, rows = base.config.num_hidden_layers, 1
+        if self.variant != "depth":
+            self.width = WidthMasks(base, self.variant)
+            L, rows = self.width.units, len(base.layers)
+        seed = args.seed if self.seed is None else self.seed
+        self.schedule = build_schedule(num_layers=L, max_steps=state.max_steps, seed=seed, rows=rows,
+                                       **self.options)
+        self.tallies = [_StageTally() for _ in self.schedule.stages]
+        expected = self.schedule.expected_relative_flops()
+        self.report = {"schedule": self.options["spec"], "variant": self.variant, "scaling": self.schedule.scaling,
+                       "fixed_layers": list(self.schedule.fixed), "expected_relative_flops": expected}
+        logger.warning("RaPTr %s on %d layers: stages %s, expected relative FLOPs %.4f", self.options["spec"], L,
+                       [(round(s.size, 3), s.start, s.end) for s in self.schedule.stages], expected)
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        step = state.global_step
+        self._stage = self.schedule.stage_index(step)
+        tally = self.tallies[self._stage]
+        tally.steps += 1
+        if self.width is not None:
+            keep = self.schedule.sample(step)
+            self.width.set(keep)
+            tally.layers += sum(keep) / self.schedule.rows  # mean kept units per layer
+        else:
+            plan = self.schedule.plan(step)
+            _base_model(model).layer_plan = plan
+            tally.layers += self.schedule.num_layers if plan is None else sum(s > 0 for s in plan.scales)
+        self._began = time.perf_counter()
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.tallies[self._stage].wall_time_s += time.perf_counter() - self._began
+        _base_model(model).layer_plan = None
+        if self.width is not None:
+            self.width.set(None)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        _base_model(model).layer_plan = None
+        if self.width is not None:
+            self.width.remove()
+        L = self.schedule.num_layers
+        steps = sum(t.steps for t in self.tallies)
+        stages = []
+        for stage, tally in zip(self.schedule.stages, self.tallies):
+            stages.append({**asdict(stage), **asdict(tally),
+                           "mean_layers": tally.layers / tally.steps if tally.steps else None,
+                           "s_per_step": tally.wall_time_s / tally.steps if tally.steps else None})
+        self.report["realised_relative_flops"] = sum(t.layers for t in self.tallies) / (L * max(steps, 1))
+        self.report["step_time_s"] = sum(t.wall_time_s for t in self.tallies)
+        self.report["stages"] = stages
+        logger.warning("RaPTr realised relative FLOPs %.4f (expected %.4f); per stage (size, steps, mean layers, "
+                       "s/step): %s", self.report["realised_relative_flops"], self.report["expected_relative_flops"],
+                       [(round(s["size"], 2), s["steps"], s["mean_layers"], s["s_per_step"]) for s in stages])
+
+
+def bench(num_layers: int = 12, hidden_size: int = 256, seq_len: int = 128, batch: int = 8, vocab: int = 4096,
+          repeats: int = 7, block_type: str = "pre_ln") -> dict[str, float]:
+    """Same-run timing of a full training step (forward, backward, AdamW) against a step on a (p, I)-subnetwork of
+    half the layers (first and last kept, App. J scales), interleaved; returns min and median times and ratios."""
+    from ..configuration_simplified import SimplifiedConfig
+    from ..modeling_simplified import SimplifiedForCausalLM
+    from ..optimization import parameter_groups
+
+    torch.manual_seed(0)
+    config = SimplifiedConfig(block_type=block_type, vocab_size=vocab, hidden_size=hidden_size,
+                              num_hidden_layers=num_layers, num_attention_heads=max(1, hidden_size // 64),
+                              intermediate_size=4 * hidden_size, max_position_embeddings=seq_len)
+    model = SimplifiedForCausalLM(config).train()
+    opt = torch.optim.AdamW(parameter_groups(model, 0.1), lr=1e-4)
+    ids = torch.randint(0, vocab, (batch, seq_len))
+    keep = [i % 2 == 0 or i == num_layers - 1 for i in range(num_layers)]
+    keep[num_layers - 2] = False if num_layers > 2 else keep[num_layers - 2]  # exactly L/2 layers, I = {1, L} kept
+    half = LayerPlan(tuple(sqrt_scales(keep)))
+    plans = {"full": None, "half": half}
+    times: dict[str, list[float]] = {name: [] for name in plans}
+
+    def step(plan):
+        model.model.layer_plan = plan
+        start = time.perf_counter()
+        model(ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        return time.perf_counter() - start
+
+    for name, plan in plans.items():  # warm-up
+        step(plan)
+    for _ in range(repeats):
+        for name, plan in plans.items():
+            times[name].append(step(plan))
+    model.model.layer_plan = None
+    result = {"layers_kept": sum(keep), "num_layers": num_layers}
+    for stat, fn in (("min", min), ("median", lambda t: sorted(t)[len(t) // 2])):
+        for name in plans:
+            result[f"{name}_{stat}_s"] = fn(times[name])
+        result[f"half_over_full_{stat}"] = result[f"half_{stat}_s"] / result[f"full_{stat}_s"]
+    return result
+
+
+def compare_runs(runs: dict[str, str], path: str) -> dict[str, dict]:
+    """One PNG of the train and eval loss curves of several `simplified-train` runs (label -> run directory) and their
+    summaries from `metrics.json` (eval loss, train time, RaPTr FLOPs)."""
+    import json
+    from pathlib import Path
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .cli import latest_checkpoint
+    from .plotting import loss_points
+
+    fig = Figure(figsize=(7.0, 4.2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    summary = {}
+    for (label, run), color in zip(runs.items(), ("tab:blue", "tab:red", "tab:green", "tab:purple")):
+        run = Path(run)
+        history = json.loads((latest_checkpoint(run) / "trainer_state.json").read_text())["log_history"]
+        train, evaluation = loss_points(history)
+        ax.plot(*zip(*train), color=color, linewidth=1.0, alpha=0.6, label=f"{label}: train")
+        ax.plot(*zip(*evaluation), "o-", color=color, linewidth=1.4, markersize=4, label=f"{label}: eval")
+        metrics = json.loads((run / "metrics.json").read_text())
+        raptr = metrics.get("raptr", {})
+        summary[label] = {"eval_loss": metrics["eval_loss"], "train_time_s": metrics["train_time_s"],
+                          "expected_relative_flops": raptr.get("expected_relative_flops", 1.0),
+                          "realised_relative_flops": raptr.get("realised_relative_flops", 1.0)}
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy loss")
+    ax.set_ylim(top=min(ax.get_ylim()[1], 8.5))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="RaPTr tools: `--bench` times a half-layers step against a full one; "
+                                     "`--compare LABEL=RUN ... --plot PNG` plots runs' loss curves together.")
+    parser.add_argument("--bench", action="store_true", help="time a step on half the layers against a full step")
+    parser.add_argument("--compare", nargs="+", metavar="LABEL=RUN_DIR", help="simplified-train runs to compare")
+    parser.add_argument("--plot", default="raptr_comparison.png", help="the comparison PNG (with --compare)")
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--hidden-size", type=int, default=256)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--block-type", default="pre_ln")
+    args = parser.parse_args(argv)
+    if args.compare:
+        import json
+
+        summary = compare_runs(dict(item.split("=", 1) for item in args.compare), args.plot)
+        print(json.dumps(summary, indent=2))
+        return 0
+    if not args.bench:
+        parser.print_help()
+        return 0
+    r = bench(args.layers, args.hidden_size, args.seq_len, args.batch, repeats=args.repeats, block_type=args.block_type)
+    print(f"RaPTr step on {r['layers_kept']}/{r['num_layers']} layers vs full step ({args.block_type}, "
+          f"d={args.hidden_size}, batch {args.batch}x{args.seq_len}, {args.repeats} interleaved repeats):")
+    for stat in ("min", "median"):
+        print(f"  {stat:6s} full {r[f'full_{stat}_s'] * 1e3:8.1f} ms   half {r[f'half_{stat}_s'] * 1e3:8.1f} ms   "
+              f"half/full = {r[f'half_over_full_{stat}']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

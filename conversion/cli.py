@@ -60,7 +60,10 @@ COMMANDS = {
     "simplified-to-gpt2": (_simplified_to_gpt2, "SimplifiedForCausalLM (GPT-2-shaped pre_ln) -> GPT2LMHeadModel"),
     "llama-to-simplified": (_llama_to_simplified, "LlamaForCausalLM -> SimplifiedForCausalLM (pre_ln)"),
     "simplified-to-llama": (_simplified_to_llama, "SimplifiedForCausalLM (Llama-shaped pre_ln) -> LlamaForCausalLM"),
-    "bert-to-simplified": (_bert_to_simplified, "BertForMaskedLM / BertModel -> SimplifiedForMaskedLM / SimplifiedModel"),
+    "bert-to-simplified": (
+        _bert_to_simplified,
+        "BertForMaskedLM / BertModel -> SimplifiedForMaskedLM / SimplifiedModel",
+    ),
     "original": (_original, "the authors' simplified_transformers checkpoint -> SimplifiedForCausalLM"),
 }
 

@@ -64,7 +64,9 @@ def fill(model: nn.Module, tensors: dict[str, torch.Tensor], name: str) -> nn.Mo
     with torch.no_grad():
         for key, value in tensors.items():
             if expected[key].shape != value.shape:
-                raise ConversionError(f"{name}: {key} has shape {tuple(value.shape)}, expected {tuple(expected[key].shape)}.")
+                raise ConversionError(
+                    f"{name}: {key} has shape {tuple(value.shape)}, expected {tuple(expected[key].shape)}."
+                )
             expected[key].copy_(value)
     return model
 

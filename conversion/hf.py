@@ -27,9 +27,7 @@ def _t(w: torch.Tensor) -> torch.Tensor:
 
 
 def _common_ids(config) -> dict:
-    return dict(
-        pad_token_id=config.pad_token_id, bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id
-    )
+    return dict(pad_token_id=config.pad_token_id, bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id)
 
 
 def _plain_pre_ln_checks(c: SimplifiedConfig) -> dict:
@@ -64,25 +62,47 @@ def _plain_pre_ln_checks(c: SimplifiedConfig) -> dict:
 def gpt2_to_simplified(model: GPT2LMHeadModel) -> SimplifiedForCausalLM:
     """`GPT2LMHeadModel` -> `SimplifiedForCausalLM` (`pre_ln` with LayerNorm, learned positions, biases)."""
     g = model.config
-    refuse_incompatible("pre_ln (from GPT-2)", {
-        "activation_function": (g.activation_function, tuple(GPT2_ACTIVATIONS)),
-        "scale_attn_weights": (g.scale_attn_weights, True),
-        "scale_attn_by_inverse_layer_idx": (g.scale_attn_by_inverse_layer_idx, False),
-        "add_cross_attention": (getattr(g, "add_cross_attention", False), False),
-    })
+    refuse_incompatible(
+        "pre_ln (from GPT-2)",
+        {
+            "activation_function": (g.activation_function, tuple(GPT2_ACTIVATIONS)),
+            "scale_attn_weights": (g.scale_attn_weights, True),
+            "scale_attn_by_inverse_layer_idx": (g.scale_attn_by_inverse_layer_idx, False),
+            "add_cross_attention": (getattr(g, "add_cross_attention", False), False),
+        },
+    )
     config = SimplifiedConfig(
-        block_type="pre_ln", vocab_size=g.vocab_size, hidden_size=g.n_embd, num_hidden_layers=g.n_layer,
-        num_attention_heads=g.n_head, intermediate_size=g.n_inner or 4 * g.n_embd,
-        hidden_act=GPT2_ACTIVATIONS[g.activation_function], position_embedding_type="learned",
-        max_position_embeddings=g.n_positions, norm_type="layernorm", norm_eps=g.layer_norm_epsilon, norm_bias=True,
-        final_norm="layernorm", attention_bias=True, mlp_bias=True, tie_word_embeddings=g.tie_word_embeddings,
-        initializer_range=g.initializer_range, init_scheme="gpt2", attention_dropout=g.attn_pdrop,
-        hidden_dropout=g.resid_pdrop, embedding_dropout=g.embd_pdrop, is_causal=True, **_common_ids(g),
+        block_type="pre_ln",
+        vocab_size=g.vocab_size,
+        hidden_size=g.n_embd,
+        num_hidden_layers=g.n_layer,
+        num_attention_heads=g.n_head,
+        intermediate_size=g.n_inner or 4 * g.n_embd,
+        hidden_act=GPT2_ACTIVATIONS[g.activation_function],
+        position_embedding_type="learned",
+        max_position_embeddings=g.n_positions,
+        norm_type="layernorm",
+        norm_eps=g.layer_norm_epsilon,
+        norm_bias=True,
+        final_norm="layernorm",
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=g.tie_word_embeddings,
+        initializer_range=g.initializer_range,
+        init_scheme="gpt2",
+        attention_dropout=g.attn_pdrop,
+        hidden_dropout=g.resid_pdrop,
+        embedding_dropout=g.embd_pdrop,
+        is_causal=True,
+        **_common_ids(g),
     )
     src = Source(model.state_dict(), "GPT-2")
-    out = {"model.embed_tokens.weight": src.take("transformer.wte.weight"),
-           "model.embed_positions.weight": src.take("transformer.wpe.weight"),
-           "model.norm.weight": src.take("transformer.ln_f.weight"), "model.norm.bias": src.take("transformer.ln_f.bias")}
+    out = {
+        "model.embed_tokens.weight": src.take("transformer.wte.weight"),
+        "model.embed_positions.weight": src.take("transformer.wpe.weight"),
+        "model.norm.weight": src.take("transformer.ln_f.weight"),
+        "model.norm.bias": src.take("transformer.ln_f.bias"),
+    }
     head = src.take("lm_head.weight")
     if not g.tie_word_embeddings:
         out["lm_head.weight"] = head
@@ -91,8 +111,12 @@ def gpt2_to_simplified(model: GPT2LMHeadModel) -> SimplifiedForCausalLM:
         for a, b in (("ln_1", "attn_norm"), ("ln_2", "mlp_norm")):
             for p in ("weight", "bias"):
                 out[f"{t}{b}.{p}"] = src.take(f"{s}{a}.{p}")
-        for a, b in (("attn.c_attn", "attn.qkv.proj"), ("attn.c_proj", "attn.o_proj"),
-                     ("mlp.c_fc", "mlp.fc_in"), ("mlp.c_proj", "mlp.fc_out")):
+        for a, b in (
+            ("attn.c_attn", "attn.qkv.proj"),
+            ("attn.c_proj", "attn.o_proj"),
+            ("mlp.c_fc", "mlp.fc_in"),
+            ("mlp.c_proj", "mlp.fc_out"),
+        ):
             out[f"{t}{b}.weight"] = _t(src.take(f"{s}{a}.weight"))
             out[f"{t}{b}.bias"] = src.take(f"{s}{a}.bias")
     src.finish()
@@ -103,29 +127,44 @@ def simplified_to_gpt2(model: SimplifiedForCausalLM) -> GPT2LMHeadModel:
     """`SimplifiedForCausalLM` -> `GPT2LMHeadModel`, when the config is a GPT-2 block (else: a ConversionError
     naming every incompatible field)."""
     c = model.config
-    refuse_incompatible("GPT-2", dict(
-        _plain_pre_ln_checks(c),
-        norm_type=(c.norm_type, "layernorm"),
-        first_layer_norm=(c.first_layer_norm, "layernorm"),
-        final_norm=(c.final_norm, "layernorm"),
-        norm_bias=(c.norm_bias, True),
-        position_embedding_type=(c.position_embedding_type, "learned"),
-        hidden_act=(c.hidden_act, tuple(GPT2_ACTIVATIONS.values())),
-        attention_bias=(c.attention_bias, True),
-        mlp_bias=(c.mlp_bias, True),
-    ))
+    refuse_incompatible(
+        "GPT-2",
+        dict(
+            _plain_pre_ln_checks(c),
+            norm_type=(c.norm_type, "layernorm"),
+            first_layer_norm=(c.first_layer_norm, "layernorm"),
+            final_norm=(c.final_norm, "layernorm"),
+            norm_bias=(c.norm_bias, True),
+            position_embedding_type=(c.position_embedding_type, "learned"),
+            hidden_act=(c.hidden_act, tuple(GPT2_ACTIVATIONS.values())),
+            attention_bias=(c.attention_bias, True),
+            mlp_bias=(c.mlp_bias, True),
+        ),
+    )
     g = GPT2Config(
-        vocab_size=c.vocab_size, n_positions=c.max_position_embeddings, n_embd=c.hidden_size,
-        n_layer=c.num_hidden_layers, n_head=c.num_attention_heads, n_inner=c.intermediate_size,
-        activation_function=c.hidden_act, layer_norm_epsilon=c.norm_eps, initializer_range=c.initializer_range,
-        resid_pdrop=c.hidden_dropout, embd_pdrop=c.embedding_dropout, attn_pdrop=c.attention_dropout,
-        tie_word_embeddings=c.tie_word_embeddings, **_common_ids(c),
+        vocab_size=c.vocab_size,
+        n_positions=c.max_position_embeddings,
+        n_embd=c.hidden_size,
+        n_layer=c.num_hidden_layers,
+        n_head=c.num_attention_heads,
+        n_inner=c.intermediate_size,
+        activation_function=c.hidden_act,
+        layer_norm_epsilon=c.norm_eps,
+        initializer_range=c.initializer_range,
+        resid_pdrop=c.hidden_dropout,
+        embd_pdrop=c.embedding_dropout,
+        attn_pdrop=c.attention_dropout,
+        tie_word_embeddings=c.tie_word_embeddings,
+        **_common_ids(c),
     )
     src = Source(model.state_dict(), "pre_ln")
     v = c.vocab_size
-    out = {"transformer.wte.weight": src.take("model.embed_tokens.weight")[:v],
-           "transformer.wpe.weight": src.take("model.embed_positions.weight"),
-           "transformer.ln_f.weight": src.take("model.norm.weight"), "transformer.ln_f.bias": src.take("model.norm.bias")}
+    out = {
+        "transformer.wte.weight": src.take("model.embed_tokens.weight")[:v],
+        "transformer.wpe.weight": src.take("model.embed_positions.weight"),
+        "transformer.ln_f.weight": src.take("model.norm.weight"),
+        "transformer.ln_f.bias": src.take("model.norm.bias"),
+    }
     head = src.take("lm_head.weight")
     if not c.tie_word_embeddings:
         out["lm_head.weight"] = head[:v]
@@ -134,8 +173,12 @@ def simplified_to_gpt2(model: SimplifiedForCausalLM) -> GPT2LMHeadModel:
         for a, b in (("ln_1", "attn_norm"), ("ln_2", "mlp_norm")):
             for p in ("weight", "bias"):
                 out[f"{t}{a}.{p}"] = src.take(f"{s}{b}.{p}")
-        for a, b in (("attn.c_attn", "attn.qkv.proj"), ("attn.c_proj", "attn.o_proj"),
-                     ("mlp.c_fc", "mlp.fc_in"), ("mlp.c_proj", "mlp.fc_out")):
+        for a, b in (
+            ("attn.c_attn", "attn.qkv.proj"),
+            ("attn.c_proj", "attn.o_proj"),
+            ("mlp.c_fc", "mlp.fc_in"),
+            ("mlp.c_proj", "mlp.fc_out"),
+        ):
             out[f"{t}{a}.weight"] = _t(src.take(f"{s}{b}.weight"))
             out[f"{t}{a}.bias"] = src.take(f"{s}{b}.bias")
     src.finish()
@@ -154,25 +197,45 @@ def llama_to_simplified(model: LlamaForCausalLM) -> SimplifiedForCausalLM:
     """`LlamaForCausalLM` -> `SimplifiedForCausalLM` (`pre_ln` with RMSNorm, SwiGLU, rotary; no GQA)."""
     l = model.config  # noqa: E741
     params = getattr(l, "rope_parameters", None) or {}
-    refuse_incompatible("pre_ln (from Llama)", {
-        "num_key_value_heads": (l.num_key_value_heads, l.num_attention_heads),
-        "head_dim": (getattr(l, "head_dim", None) or l.hidden_size // l.num_attention_heads,
-                     l.hidden_size // l.num_attention_heads),
-        "hidden_act": (l.hidden_act, "silu"),
-        "rope_parameters.rope_type": (params.get("rope_type", "default"), "default"),
-    })
+    refuse_incompatible(
+        "pre_ln (from Llama)",
+        {
+            "num_key_value_heads": (l.num_key_value_heads, l.num_attention_heads),
+            "head_dim": (
+                getattr(l, "head_dim", None) or l.hidden_size // l.num_attention_heads,
+                l.hidden_size // l.num_attention_heads,
+            ),
+            "hidden_act": (l.hidden_act, "silu"),
+            "rope_parameters.rope_type": (params.get("rope_type", "default"), "default"),
+        },
+    )
     config = SimplifiedConfig(
-        block_type="pre_ln", vocab_size=l.vocab_size, hidden_size=l.hidden_size,
-        num_hidden_layers=l.num_hidden_layers, num_attention_heads=l.num_attention_heads,
-        intermediate_size=l.intermediate_size, hidden_act="swiglu", position_embedding_type="rotary",
-        max_position_embeddings=l.max_position_embeddings, rope_theta=_rope_theta(l), norm_type="rmsnorm",
-        norm_eps=l.rms_norm_eps, final_norm="rmsnorm", attention_bias=l.attention_bias, mlp_bias=l.mlp_bias,
-        tie_word_embeddings=l.tie_word_embeddings, initializer_range=l.initializer_range,
-        attention_dropout=l.attention_dropout, is_causal=True, **_common_ids(l),
+        block_type="pre_ln",
+        vocab_size=l.vocab_size,
+        hidden_size=l.hidden_size,
+        num_hidden_layers=l.num_hidden_layers,
+        num_attention_heads=l.num_attention_heads,
+        intermediate_size=l.intermediate_size,
+        hidden_act="swiglu",
+        position_embedding_type="rotary",
+        max_position_embeddings=l.max_position_embeddings,
+        rope_theta=_rope_theta(l),
+        norm_type="rmsnorm",
+        norm_eps=l.rms_norm_eps,
+        final_norm="rmsnorm",
+        attention_bias=l.attention_bias,
+        mlp_bias=l.mlp_bias,
+        tie_word_embeddings=l.tie_word_embeddings,
+        initializer_range=l.initializer_range,
+        attention_dropout=l.attention_dropout,
+        is_causal=True,
+        **_common_ids(l),
     )
     src = Source(model.state_dict(), "Llama")
-    out = {"model.embed_tokens.weight": src.take("model.embed_tokens.weight"),
-           "model.norm.weight": src.take("model.norm.weight")}
+    out = {
+        "model.embed_tokens.weight": src.take("model.embed_tokens.weight"),
+        "model.norm.weight": src.take("model.norm.weight"),
+    }
     head = src.take("lm_head.weight")
     if not l.tie_word_embeddings:
         out["lm_head.weight"] = head
@@ -196,27 +259,42 @@ def simplified_to_llama(model: SimplifiedForCausalLM) -> LlamaForCausalLM:
     """`SimplifiedForCausalLM` -> `LlamaForCausalLM`, when the config is a Llama block (else: a ConversionError
     naming every incompatible field)."""
     c = model.config
-    refuse_incompatible("Llama", dict(
-        _plain_pre_ln_checks(c),
-        norm_type=(c.norm_type, "rmsnorm"),
-        first_layer_norm=(c.first_layer_norm, "rmsnorm"),
-        final_norm=(c.final_norm, "rmsnorm"),
-        rmsnorm_eps_position=(c.rmsnorm_eps_position, "inside"),
-        position_embedding_type=(c.position_embedding_type, "rotary"),
-        hidden_act=(c.hidden_act, "swiglu"),
-    ))
+    refuse_incompatible(
+        "Llama",
+        dict(
+            _plain_pre_ln_checks(c),
+            norm_type=(c.norm_type, "rmsnorm"),
+            first_layer_norm=(c.first_layer_norm, "rmsnorm"),
+            final_norm=(c.final_norm, "rmsnorm"),
+            rmsnorm_eps_position=(c.rmsnorm_eps_position, "inside"),
+            position_embedding_type=(c.position_embedding_type, "rotary"),
+            hidden_act=(c.hidden_act, "swiglu"),
+        ),
+    )
     l = LlamaConfig(  # noqa: E741
-        vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
-        num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=c.num_attention_heads, hidden_act="silu", max_position_embeddings=c.max_position_embeddings,
-        rms_norm_eps=c.norm_eps, rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta},
-        attention_bias=c.attention_bias, mlp_bias=c.mlp_bias, tie_word_embeddings=c.tie_word_embeddings,
-        initializer_range=c.initializer_range, attention_dropout=c.attention_dropout, **_common_ids(c),
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_size,
+        intermediate_size=c.intermediate_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=c.num_attention_heads,
+        hidden_act="silu",
+        max_position_embeddings=c.max_position_embeddings,
+        rms_norm_eps=c.norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta},
+        attention_bias=c.attention_bias,
+        mlp_bias=c.mlp_bias,
+        tie_word_embeddings=c.tie_word_embeddings,
+        initializer_range=c.initializer_range,
+        attention_dropout=c.attention_dropout,
+        **_common_ids(c),
     )
     src = Source(model.state_dict(), "pre_ln")
     v, d, w = c.vocab_size, c.hidden_size, c.intermediate_size
-    out = {"model.embed_tokens.weight": src.take("model.embed_tokens.weight")[:v],
-           "model.norm.weight": src.take("model.norm.weight")}
+    out = {
+        "model.embed_tokens.weight": src.take("model.embed_tokens.weight")[:v],
+        "model.norm.weight": src.take("model.norm.weight"),
+    }
     head = src.take("lm_head.weight")
     if not c.tie_word_embeddings:
         out["lm_head.weight"] = head[:v]
@@ -247,22 +325,40 @@ def bert_to_simplified(model: BertForMaskedLM | BertModel, drop_pooler: bool = F
     unexpected key) unless `drop_pooler`."""
     b = model.config
     masked_lm = isinstance(model, BertForMaskedLM)
-    refuse_incompatible("post_ln (from BERT)", {
-        "hidden_act": (b.hidden_act, "gelu" if masked_lm else tuple(BERT_ACTIVATIONS)),
-        "position_embedding_type": (getattr(b, "position_embedding_type", "absolute"), "absolute"),
-        "is_decoder": (b.is_decoder, False),
-        "add_cross_attention": (getattr(b, "add_cross_attention", False), False),
-    })
+    refuse_incompatible(
+        "post_ln (from BERT)",
+        {
+            "hidden_act": (b.hidden_act, "gelu" if masked_lm else tuple(BERT_ACTIVATIONS)),
+            "position_embedding_type": (getattr(b, "position_embedding_type", "absolute"), "absolute"),
+            "is_decoder": (b.is_decoder, False),
+            "add_cross_attention": (getattr(b, "add_cross_attention", False), False),
+        },
+    )
     config = SimplifiedConfig(
-        block_type="post_ln", vocab_size=b.vocab_size, hidden_size=b.hidden_size,
-        num_hidden_layers=b.num_hidden_layers, num_attention_heads=b.num_attention_heads,
-        intermediate_size=b.intermediate_size, hidden_act=BERT_ACTIVATIONS[b.hidden_act],
-        position_embedding_type="learned", max_position_embeddings=b.max_position_embeddings,
-        type_vocab_size=b.type_vocab_size, norm_type="layernorm", norm_eps=b.layer_norm_eps, norm_bias=True,
-        embedding_norm="layernorm", final_norm="none", attention_bias=True, mlp_bias=True,
-        tie_word_embeddings=getattr(b, "tie_word_embeddings", True), initializer_range=b.initializer_range,
-        attention_dropout=b.attention_probs_dropout_prob, hidden_dropout=b.hidden_dropout_prob,
-        embedding_dropout=b.hidden_dropout_prob, is_causal=False, **_common_ids(b),
+        block_type="post_ln",
+        vocab_size=b.vocab_size,
+        hidden_size=b.hidden_size,
+        num_hidden_layers=b.num_hidden_layers,
+        num_attention_heads=b.num_attention_heads,
+        intermediate_size=b.intermediate_size,
+        hidden_act=BERT_ACTIVATIONS[b.hidden_act],
+        position_embedding_type="learned",
+        max_position_embeddings=b.max_position_embeddings,
+        type_vocab_size=b.type_vocab_size,
+        norm_type="layernorm",
+        norm_eps=b.layer_norm_eps,
+        norm_bias=True,
+        embedding_norm="layernorm",
+        final_norm="none",
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=getattr(b, "tie_word_embeddings", True),
+        initializer_range=b.initializer_range,
+        attention_dropout=b.attention_probs_dropout_prob,
+        hidden_dropout=b.hidden_dropout_prob,
+        embedding_dropout=b.hidden_dropout_prob,
+        is_causal=False,
+        **_common_ids(b),
     )
     state = model.state_dict()
     if drop_pooler:
@@ -270,19 +366,26 @@ def bert_to_simplified(model: BertForMaskedLM | BertModel, drop_pooler: bool = F
     src = Source(state, "BERT")
     s0 = "bert." if masked_lm else ""
     t0 = "model." if masked_lm else ""
-    out = {f"{t0}embed_tokens.weight": src.take(f"{s0}embeddings.word_embeddings.weight"),
-           f"{t0}embed_positions.weight": src.take(f"{s0}embeddings.position_embeddings.weight"),
-           f"{t0}embed_token_types.weight": src.take(f"{s0}embeddings.token_type_embeddings.weight")}
+    out = {
+        f"{t0}embed_tokens.weight": src.take(f"{s0}embeddings.word_embeddings.weight"),
+        f"{t0}embed_positions.weight": src.take(f"{s0}embeddings.position_embeddings.weight"),
+        f"{t0}embed_token_types.weight": src.take(f"{s0}embeddings.token_type_embeddings.weight"),
+    }
     for p in ("weight", "bias"):
         out[f"{t0}embed_norm.{p}"] = src.take(f"{s0}embeddings.LayerNorm.{p}")
     for i in range(b.num_hidden_layers):
         s, t = f"{s0}encoder.layer.{i}.", f"{t0}layers.{i}."
         for p in ("weight", "bias"):
-            out[f"{t}attn.qkv.proj.{p}"] = torch.cat([src.take(f"{s}attention.self.{n}.{p}")
-                                                      for n in ("query", "key", "value")])
-            for a, c in (("attention.output.dense", "attn.o_proj"), ("attention.output.LayerNorm", "post_attn_norm"),
-                         ("intermediate.dense", "mlp.fc_in"), ("output.dense", "mlp.fc_out"),
-                         ("output.LayerNorm", "post_mlp_norm")):
+            out[f"{t}attn.qkv.proj.{p}"] = torch.cat(
+                [src.take(f"{s}attention.self.{n}.{p}") for n in ("query", "key", "value")]
+            )
+            for a, c in (
+                ("attention.output.dense", "attn.o_proj"),
+                ("attention.output.LayerNorm", "post_attn_norm"),
+                ("intermediate.dense", "mlp.fc_in"),
+                ("output.dense", "mlp.fc_out"),
+                ("output.LayerNorm", "post_mlp_norm"),
+            ):
                 out[f"{t}{c}.{p}"] = src.take(f"{s}{a}.{p}")
     if masked_lm:
         for p in ("weight", "bias"):
@@ -297,4 +400,3 @@ def bert_to_simplified(model: BertForMaskedLM | BertModel, drop_pooler: bool = F
     src.finish()
     target = SimplifiedForMaskedLM(config) if masked_lm else SimplifiedModel(config)
     return fill(target.to(model.dtype), out, "BERT -> post_ln").eval()
-

@@ -23,17 +23,47 @@ from .common import ConversionError, Source, fill, refuse_incompatible, save_ato
 
 #: Their config keys with the defaults of their `default.yaml` / GPT2Config.
 DEFAULTS = dict(
-    n_positions=1024, n_embd=768, n_layer=12, n_head=12, n_inner=None, layer_norm_epsilon=1e-5,
-    activation_function="leaky_relu", lrelu_neg_slope=0.0, norm_type="rmsnorm", norm_position="pre",
-    qk_norm_type="none", dot_norm_type="none", parallel_layers=False,
-    attn_block_resid_gain=1.0, attn_block_skip_gain=1.0, mlp_block_resid_gain=1.0, mlp_block_skip_gain=1.0,
-    attn_mat_resid_gain=1.0, attn_mat_skip_gain=0.0, centre_attn=False, centre_attn_gain=None,
-    value_resid_gain=1.0, value_skip_gain=None, first_layer_value_resid_gain=None,
-    proj_resid_gain=None, proj_skip_gain=None, last_layer_proj_resid_gain=None,
-    trainable_attn_block_gains=False, trainable_mlp_block_gains=False, trainable_attn_mat_gains=False,
-    trainable_value_gains=False, trainable_proj_gains=False, val_init_type="normal", proj_init_type=None,
-    tie_valproj_init=None, scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
-    resid_pdrop=0.0, attn_pdrop=0.0, embd_pdrop=0.0, initializer_range=0.02,
+    n_positions=1024,
+    n_embd=768,
+    n_layer=12,
+    n_head=12,
+    n_inner=None,
+    layer_norm_epsilon=1e-5,
+    activation_function="leaky_relu",
+    lrelu_neg_slope=0.0,
+    norm_type="rmsnorm",
+    norm_position="pre",
+    qk_norm_type="none",
+    dot_norm_type="none",
+    parallel_layers=False,
+    attn_block_resid_gain=1.0,
+    attn_block_skip_gain=1.0,
+    mlp_block_resid_gain=1.0,
+    mlp_block_skip_gain=1.0,
+    attn_mat_resid_gain=1.0,
+    attn_mat_skip_gain=0.0,
+    centre_attn=False,
+    centre_attn_gain=None,
+    value_resid_gain=1.0,
+    value_skip_gain=None,
+    first_layer_value_resid_gain=None,
+    proj_resid_gain=None,
+    proj_skip_gain=None,
+    last_layer_proj_resid_gain=None,
+    trainable_attn_block_gains=False,
+    trainable_mlp_block_gains=False,
+    trainable_attn_mat_gains=False,
+    trainable_value_gains=False,
+    trainable_proj_gains=False,
+    val_init_type="normal",
+    proj_init_type=None,
+    tie_valproj_init=None,
+    scale_attn_weights=True,
+    scale_attn_by_inverse_layer_idx=False,
+    resid_pdrop=0.0,
+    attn_pdrop=0.0,
+    embd_pdrop=0.0,
+    initializer_range=0.02,
 )
 ACTIVATIONS = {"leaky_relu": "leaky_relu", "relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new"}
 NORMS = {"ln": "layernorm", "rmsnorm": "rmsnorm", "none": "none"}
@@ -74,8 +104,10 @@ def _frozen_value(state: dict | None, c: dict, name: str, trainable: bool) -> fl
     if not flat:
         return default
     if len(flat) > 1:
-        raise ConversionError(f"{name}: a frozen gain (not trainable in this config) holds several values {sorted(flat)}; "
-                              "only one value per checkpoint can be expressed.")
+        raise ConversionError(
+            f"{name}: a frozen gain (not trainable in this config) holds several values {sorted(flat)}; "
+            "only one value per checkpoint can be expressed."
+        )
     return flat.pop()
 
 
@@ -83,25 +115,30 @@ def original_config(raw: dict, state: dict | None = None) -> SimplifiedConfig:
     """Our config for their `config.json` dict (and state dict, whose frozen gains it reads); a ConversionError
     names every setting we cannot express."""
     c = _settings(raw)
-    refuse_incompatible("simplified (from the authors' format)", {
-        "norm_position": (c["norm_position"], "pre"),
-        "norm_type": (c["norm_type"], tuple(NORMS)),
-        "qk_norm_type": (c["qk_norm_type"], ("none", "rmsnorm")),
-        "dot_norm_type": (c["dot_norm_type"], "none"),
-        "activation_function": (c["activation_function"], tuple(ACTIVATIONS)),
-        "scale_attn_weights": (c["scale_attn_weights"], True),
-        "scale_attn_by_inverse_layer_idx": (c["scale_attn_by_inverse_layer_idx"], False),
-        "tie_valproj_init": (c["tie_valproj_init"], None),
-    })
+    refuse_incompatible(
+        "simplified (from the authors' format)",
+        {
+            "norm_position": (c["norm_position"], "pre"),
+            "norm_type": (c["norm_type"], tuple(NORMS)),
+            "qk_norm_type": (c["qk_norm_type"], ("none", "rmsnorm")),
+            "dot_norm_type": (c["dot_norm_type"], "none"),
+            "activation_function": (c["activation_function"], tuple(ACTIVATIONS)),
+            "scale_attn_weights": (c["scale_attn_weights"], True),
+            "scale_attn_by_inverse_layer_idx": (c["scale_attn_by_inverse_layer_idx"], False),
+            "tie_valproj_init": (c["tie_valproj_init"], None),
+        },
+    )
     value_mode = _matrix_mode(c["value_skip_gain"], c["value_resid_gain"], c["val_init_type"], "val_init_type")
     first_gain = c["first_layer_value_resid_gain"]
-    first_value_mode = value_mode if first_gain is None else _matrix_mode(
-        c["value_skip_gain"], first_gain, c["val_init_type"], "val_init_type")
+    first_value_mode = (
+        value_mode
+        if first_gain is None
+        else _matrix_mode(c["value_skip_gain"], first_gain, c["val_init_type"], "val_init_type")
+    )
     proj_mode = _matrix_mode(c["proj_skip_gain"], c["proj_resid_gain"], c["proj_init_type"], "proj_init_type")
     if c["last_layer_proj_resid_gain"] is not None:
         last = _matrix_mode(c["proj_skip_gain"], c["last_layer_proj_resid_gain"], c["proj_init_type"], "proj_init_type")
-        refuse_incompatible("simplified (from the authors' format)",
-                            {"last_layer_proj_resid_gain": (last, proj_mode)})
+        refuse_incompatible("simplified (from the authors' format)", {"last_layer_proj_resid_gain": (last, proj_mode)})
     parallel, centre = bool(c["parallel_layers"]), bool(c["centre_attn"])
     attn_gains_trainable = bool(c["trainable_attn_block_gains"])
     mlp_gains_trainable = bool(c["trainable_mlp_block_gains"])
@@ -111,34 +148,62 @@ def original_config(raw: dict, state: dict | None = None) -> SimplifiedConfig:
     norm = NORMS[c["norm_type"]]
     return SimplifiedConfig(
         block_type="parallel" if parallel else "pre_ln",
-        vocab_size=c.get("vocab_size", 50257), hidden_size=c["n_embd"], num_hidden_layers=c["n_layer"],
-        num_attention_heads=c["n_head"], intermediate_size=c["n_inner"] or 4 * c["n_embd"],
-        hidden_act=ACTIVATIONS[c["activation_function"]], leaky_relu_slope=float(c["lrelu_neg_slope"]),
-        position_embedding_type="learned", max_position_embeddings=c["n_positions"],
-        parallel_block=parallel, norm_position="pre", norm_type=norm,
-        first_layer_norm="layernorm" if norm == "none" else norm, rmsnorm_eps_position="outside",
-        qk_norm=c["qk_norm_type"], norm_eps=float(c["layer_norm_epsilon"]), norm_bias=True,
-        embedding_norm="none", final_norm="layernorm",
-        attn_skip_gain=0.0 if parallel or c["attn_block_skip_gain"] == 0 else frozen(
-            "attn_block_skip_gain", attn_gains_trainable),
-        mlp_skip_gain=0.0 if c["mlp_block_skip_gain"] == 0 else frozen(
-            "mlp_block_skip_gain", mlp_gains_trainable and not parallel),
+        vocab_size=c.get("vocab_size", 50257),
+        hidden_size=c["n_embd"],
+        num_hidden_layers=c["n_layer"],
+        num_attention_heads=c["n_head"],
+        intermediate_size=c["n_inner"] or 4 * c["n_embd"],
+        hidden_act=ACTIVATIONS[c["activation_function"]],
+        leaky_relu_slope=float(c["lrelu_neg_slope"]),
+        position_embedding_type="learned",
+        max_position_embeddings=c["n_positions"],
+        parallel_block=parallel,
+        norm_position="pre",
+        norm_type=norm,
+        first_layer_norm="layernorm" if norm == "none" else norm,
+        rmsnorm_eps_position="outside",
+        qk_norm=c["qk_norm_type"],
+        norm_eps=float(c["layer_norm_epsilon"]),
+        norm_bias=True,
+        embedding_norm="none",
+        final_norm="layernorm",
+        attn_skip_gain=0.0
+        if parallel or c["attn_block_skip_gain"] == 0
+        else frozen("attn_block_skip_gain", attn_gains_trainable),
+        mlp_skip_gain=0.0
+        if c["mlp_block_skip_gain"] == 0
+        else frozen("mlp_block_skip_gain", mlp_gains_trainable and not parallel),
         skip_gains_trainable=not parallel and (attn_gains_trainable or mlp_gains_trainable),
         beta_sa_init=frozen("attn_block_resid_gain", attn_gains_trainable),
         beta_ff_init=frozen("mlp_block_resid_gain", mlp_gains_trainable),
         block_gains_trainable=attn_gains_trainable or mlp_gains_trainable,
         attention_type="softmax" if softmax else "shaped",
         shaped_alpha_init=float(c["attn_mat_skip_gain"]) if centre else 0.0,
-        shaped_beta_init=beta, shaped_gamma_init=float(c["centre_attn_gain"]),
-        shaped_gains_per_head=True, shaped_gains_trainable=bool(c["trainable_attn_mat_gains"]),
-        centre_attention=centre, value_mode=value_mode, first_layer_value_mode=first_value_mode,
-        projection_mode=proj_mode, reparam_init="identity",
+        shaped_beta_init=beta,
+        shaped_gamma_init=float(c["centre_attn_gain"]),
+        shaped_gains_per_head=True,
+        shaped_gains_trainable=bool(c["trainable_attn_mat_gains"]),
+        centre_attention=centre,
+        value_mode=value_mode,
+        first_layer_value_mode=first_value_mode,
+        projection_mode=proj_mode,
+        reparam_init="identity",
         reparam_gains_trainable=bool(c["trainable_value_gains"] or c["trainable_proj_gains"]),
-        head_scale="none", attn_branch_norm=False, mlp_act_norm=False, residual_scale=False,
-        attention_bias=True, mlp_bias=True, tie_word_embeddings=True,
-        initializer_range=float(c["initializer_range"]), attention_dropout=float(c["attn_pdrop"]),
-        hidden_dropout=float(c["resid_pdrop"]), embedding_dropout=float(c["embd_pdrop"]), is_causal=True,
-        bos_token_id=c.get("bos_token_id"), eos_token_id=c.get("eos_token_id"), pad_token_id=c.get("pad_token_id"),
+        head_scale="none",
+        attn_branch_norm=False,
+        mlp_act_norm=False,
+        residual_scale=False,
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=True,
+        initializer_range=float(c["initializer_range"]),
+        attention_dropout=float(c["attn_pdrop"]),
+        hidden_dropout=float(c["resid_pdrop"]),
+        embedding_dropout=float(c["embd_pdrop"]),
+        is_causal=True,
+        bos_token_id=c.get("bos_token_id"),
+        eos_token_id=c.get("eos_token_id"),
+        pad_token_id=c.get("pad_token_id"),
     )
 
 
@@ -180,10 +245,14 @@ def original_to_simplified(raw_config: dict, state_dict: dict[str, torch.Tensor]
     model = SimplifiedForCausalLM(config).to(wte.dtype)
     head = state.pop("lm_head.weight", None)
     if head is not None and not torch.equal(head, wte):
-        raise ConversionError("authors' checkpoint: lm_head.weight differs from transformer.wte.weight (their head is tied).")
+        raise ConversionError(
+            "authors' checkpoint: lm_head.weight differs from transformer.wte.weight (their head is tied)."
+        )
     src = Source(state, "authors'")
-    out = {"model.embed_tokens.weight": src.take("transformer.wte.weight"),
-           "model.embed_positions.weight": src.take("transformer.wpe.weight")}
+    out = {
+        "model.embed_tokens.weight": src.take("transformer.wte.weight"),
+        "model.embed_positions.weight": src.take("transformer.wpe.weight"),
+    }
     _norm(src, "layernorm", "transformer.ln_f", "model.norm", out)
     parallel = config.parallel_block
     for i, layer in enumerate(model.model.layers):
@@ -213,8 +282,9 @@ def original_to_simplified(raw_config: dict, state_dict: dict[str, torch.Tensor]
             out[f"{t}attn.k_norm.weight"] = src.take(f"{s}attn.k_norm.scale")
         # attention-matrix gains [1, H, 1, 1]
         heads = lambda x: None if x is None else x.reshape(-1)  # noqa: E731
-        beta, alpha, gamma = (src.take(f"{s}attn.{n}") for n in
-                              ("attn_mat_resid_gain", "attn_mat_skip_gain", "centre_attn_gain"))
+        beta, alpha, gamma = (
+            src.take(f"{s}attn.{n}") for n in ("attn_mat_resid_gain", "attn_mat_skip_gain", "centre_attn_gain")
+        )
         if config.attention_type == "shaped":
             out[f"{t}attn.mixing.beta.weight"] = heads(beta)
             out[f"{t}attn.mixing.alpha.weight"] = (
@@ -223,7 +293,9 @@ def original_to_simplified(raw_config: dict, state_dict: dict[str, torch.Tensor]
             if config.centre_attention:
                 out[f"{t}attn.mixing.gamma.weight"] = heads(gamma)
         elif beta is not None and not torch.all(beta == 1):
-            raise ConversionError(f"{s}attn.attn_mat_resid_gain={beta.flatten().tolist()} but its config fixes it at 1.")
+            raise ConversionError(
+                f"{s}attn.attn_mat_resid_gain={beta.flatten().tolist()} but its config fixes it at 1."
+            )
         # MLP
         for a, b in (("c_fc", "fc_in"), ("c_proj", "fc_out")):
             out[f"{t}mlp.{b}.weight"] = _t(src.take(f"{s}mlp.{a}.weight"))

@@ -28,7 +28,10 @@ HEADS: dict[str, tuple[str, str, str]] = {
     "SimplifiedForCausalLM": ("AutoModelForCausalLM", "text-generation", "Causal language modeling"),
     "SimplifiedForMaskedLM": ("AutoModelForMaskedLM", "fill-mask", "Masked language modeling"),
     "SimplifiedForSequenceClassification": (
-        "AutoModelForSequenceClassification", "text-classification", "Text classification"),
+        "AutoModelForSequenceClassification",
+        "text-classification",
+        "Text classification",
+    ),
     "SimplifiedModel": ("AutoModel", "feature-extraction", "Feature extraction"),
 }
 
@@ -55,11 +58,11 @@ BLOCK_SUMMARIES: dict[str, str] = {
     "parallel": "the parallel block of GPT-J / PaLM: attention and MLP read the same normalised input",
     "value_skipinit": "Value-SkipInit (He et al. 2023, eq. 4): no attention skip, attention `α·I + β·A`",
     "sas": "SAS, the simplified attention sub-block (He & Hofmann §4.2): shaped attention replaces the "
-           "attention skip, and the value and projection matrices are removed",
+    "attention skip, and the value and projection matrices are removed",
     "sas_p": "SAS-P, the parallel simplified block (He & Hofmann §4.3): SAS in a parallel block without any skip",
     "simplest": "the simplest block of He & Hofmann (§4.4): SAS-P without normalisation layers",
     "normformer": "NormFormer (Shleifer et al. 2021): Pre-LN plus a LayerNorm after attention, head-wise "
-                  "scaling of the attention output and a LayerNorm after the MLP activation",
+    "scaling of the attention output and a LayerNorm after the MLP activation",
 }
 
 CITATION_SIMPLIFIED = """@inproceedings{he2024simplifying,
@@ -101,8 +104,10 @@ def _coerce(key: str, value: Any) -> Any:
             ok = isinstance(value, numbers.Integral) or float(value).is_integer()
             value = int(value) if ok else value
     if not ok:
-        raise ValueError(f"run_info[{key!r}] must be {'a' if kind != 'int' else 'an'} {kind}, got {value!r} "
-                         f"({type(value).__name__}).")
+        raise ValueError(
+            f"run_info[{key!r}] must be {'a' if kind != 'int' else 'an'} {kind}, got {value!r} "
+            f"({type(value).__name__})."
+        )
     return value
 
 
@@ -159,8 +164,12 @@ def parameter_report(config, architecture: str) -> dict[str, Any]:
     """This model's parameter count, its Pre-LN twin's, and the saving (positive: fewer parameters)."""
     own = count_parameters(config, architecture)
     twin = count_parameters(pre_ln_twin(config), architecture)
-    return {"parameters": own, "pre_ln_parameters": twin, "saving": twin - own,
-            "saving_pct": 100.0 * (twin - own) / twin}
+    return {
+        "parameters": own,
+        "pre_ln_parameters": twin,
+        "saving": twin - own,
+        "saving_pct": 100.0 * (twin - own) / twin,
+    }
 
 
 def removed_parts(config) -> list[str]:
@@ -195,10 +204,25 @@ def _fmt(value: Any) -> str:
 
 
 CONFIG_TABLE_FIELDS = (
-    "block_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-    "hidden_act", "position_embedding_type", "max_position_embeddings", "parallel_block", "norm_type",
-    "norm_position", "attention_type", "value_mode", "projection_mode", "first_layer_value_mode", "beta_ff_init",
-    "tie_word_embeddings", "is_causal",
+    "block_type",
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "position_embedding_type",
+    "max_position_embeddings",
+    "parallel_block",
+    "norm_type",
+    "norm_position",
+    "attention_type",
+    "value_mode",
+    "projection_mode",
+    "first_layer_value_mode",
+    "beta_ff_init",
+    "tie_word_embeddings",
+    "is_causal",
 )
 
 
@@ -218,10 +242,18 @@ def card_data(config, architecture: str, run_info: dict[str, Any] | None = None)
     dataset_type = dataset if _is_dataset_id(dataset) else "custom"
     for metric, value in (("loss", eval_loss), ("perplexity", perplexity)):
         if value is not None:
-            eval_results.append(EvalResult(
-                task_type=pipeline_tag, task_name=task_name, dataset_type=dataset_type, dataset_name=dataset,
-                dataset_split="validation", metric_type=metric, metric_name=f"eval {metric}",
-                metric_value=round(float(value), 4)))
+            eval_results.append(
+                EvalResult(
+                    task_type=pipeline_tag,
+                    task_name=task_name,
+                    dataset_type=dataset_type,
+                    dataset_name=dataset,
+                    dataset_split="validation",
+                    metric_type=metric,
+                    metric_name=f"eval {metric}",
+                    metric_value=round(float(value), 4),
+                )
+            )
     tags = ["simplified-transformers", config.block_type, "custom_code"]
     if config.block_type in ("value_skipinit", "sas", "sas_p", "simplest"):
         tags.append("shaped-attention")
@@ -237,8 +269,9 @@ def card_data(config, architecture: str, run_info: dict[str, Any] | None = None)
     )
 
 
-def usage_snippet(architecture: str, repo_id: str = PLACEHOLDER_REPO, revision: str = "main",
-                  has_tokenizer: bool = True) -> str:
+def usage_snippet(
+    architecture: str, repo_id: str = PLACEHOLDER_REPO, revision: str = "main", has_tokenizer: bool = True
+) -> str:
     """A runnable Python snippet: load the repo with trust_remote_code at a pinned revision, run the model."""
     auto, _, _ = HEADS[architecture]
     lines = [
@@ -251,14 +284,20 @@ def usage_snippet(architecture: str, repo_id: str = PLACEHOLDER_REPO, revision: 
         f"model = {auto}.from_pretrained(REPO_ID, revision=REVISION, trust_remote_code=True)",
     ]
     if not has_tokenizer:  # this export ships no tokenizer: feed token ids
-        forward = {"SimplifiedForCausalLM": "logits", "SimplifiedForMaskedLM": "logits",
-                   "SimplifiedForSequenceClassification": "logits"}.get(architecture, "last_hidden_state")
-        return "\n".join(lines + [
-            "input_ids = torch.tensor([[1, 2, 3, 4]])",
-            "with torch.no_grad():",
-            f"    out = model(input_ids=input_ids).{forward}",
-            "print(out.shape)",
-        ])
+        forward = {
+            "SimplifiedForCausalLM": "logits",
+            "SimplifiedForMaskedLM": "logits",
+            "SimplifiedForSequenceClassification": "logits",
+        }.get(architecture, "last_hidden_state")
+        return "\n".join(
+            lines
+            + [
+                "input_ids = torch.tensor([[1, 2, 3, 4]])",
+                "with torch.no_grad():",
+                f"    out = model(input_ids=input_ids).{forward}",
+                "print(out.shape)",
+            ]
+        )
     # AutoTokenizer reads config.json, whose auto_map points at the repository's code: same trust, same revision
     lines.insert(6, "tokenizer = AutoTokenizer.from_pretrained(REPO_ID, revision=REVISION, trust_remote_code=True)")
     if architecture == "SimplifiedForCausalLM":
@@ -300,8 +339,13 @@ def pin_snippet(text: str, repo_id: str, revision: str) -> str:
     return _REVISION_LINE.sub(lambda m: f'REVISION = "{revision}"{m.group(1)}', text)
 
 
-def render_card(config, architecture: str, run_info: dict[str, Any] | None = None,
-                loss_curve_file: str | None = None, has_tokenizer: bool = True) -> ModelCard:
+def render_card(
+    config,
+    architecture: str,
+    run_info: dict[str, Any] | None = None,
+    loss_curve_file: str | None = None,
+    has_tokenizer: bool = True,
+) -> ModelCard:
     """Render the full model card (YAML metadata + body) from the template."""
     run_info = validate_run_info(run_info)
     data = card_data(config, architecture, run_info)
@@ -311,9 +355,14 @@ def render_card(config, architecture: str, run_info: dict[str, Any] | None = Non
     datasets = _datasets(run_info)
     if datasets:
         training_rows.append(("data", ", ".join(datasets)))
-    for key, label in (("steps", "optimizer steps"), ("tokens_seen", "tokens seen"),
-                       ("learning_rate", "peak learning rate"), ("train_loss", "final training loss"),
-                       ("eval_loss", "final evaluation loss"), ("wall_time_s", "wall time (s)")):
+    for key, label in (
+        ("steps", "optimizer steps"),
+        ("tokens_seen", "tokens seen"),
+        ("learning_rate", "peak learning rate"),
+        ("train_loss", "final training loss"),
+        ("eval_loss", "final evaluation loss"),
+        ("wall_time_s", "wall time (s)"),
+    ):
         if key in run_info:
             training_rows.append((label, _fmt(run_info[key])))
     for result in data.eval_results or []:

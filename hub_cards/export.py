@@ -60,8 +60,12 @@ def run_info_from_trainer_state(path: str | os.PathLike) -> dict[str, Any]:
     if isinstance(state.get("global_step"), int) and state["global_step"] > 0:
         info["steps"] = state["global_step"]
     history = state.get("log_history") or []
-    for key, target in (("loss", "train_loss"), ("eval_loss", "eval_loss"), ("eval_perplexity", "perplexity"),
-                        ("num_input_tokens_seen", "tokens_seen")):
+    for key, target in (
+        ("loss", "train_loss"),
+        ("eval_loss", "eval_loss"),
+        ("eval_perplexity", "perplexity"),
+        ("num_input_tokens_seen", "tokens_seen"),
+    ):
         values = [h[key] for h in history if isinstance(h.get(key), (int, float)) and math.isfinite(h[key])]
         if values:
             info[target] = int(values[-1]) if target == "tokens_seen" else float(values[-1])
@@ -97,10 +101,15 @@ def _check_code_files(folder: Path) -> None:
         for node in ast.walk(ast.parse((folder / name).read_text())):
             if isinstance(node, ast.ImportFrom) and node.level:
                 if node.level != 1 or not node.module or not (folder / f"{node.module}.py").is_file():
-                    raise ExportError(f"{name}: relative import 'from {'.' * node.level}{node.module or ''} import "
-                                      "...' is not a sibling import of a shipped file.")
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
+                    raise ExportError(
+                        f"{name}: relative import 'from {'.' * node.level}{node.module or ''} import "
+                        "...' is not a sibling import of a shipped file."
+                    )
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
+            )
             if any(m.split(".")[0] == "modeling_simplified" for m in modules):
                 raise ExportError(f"{name} imports the modeling_simplified package, which Hub users do not have.")
 
@@ -159,9 +168,13 @@ def export_model(model, output_dir: str | os.PathLike, tokenizer=None, run_info:
             tokenizer.save_pretrained(staging)
         if loss_curve is not None:
             shutil.copyfile(loss_curve, staging / LOSS_CURVE_NAME)
-        card = render_card(model.config, architecture, {k: v for k, v in run_info.items() if k != "loss_curve"},
-                           loss_curve_file=LOSS_CURVE_NAME if loss_curve is not None else None,
-                           has_tokenizer=tokenizer is not None)
+        card = render_card(
+            model.config,
+            architecture,
+            {k: v for k, v in run_info.items() if k != "loss_curve"},
+            loss_curve_file=LOSS_CURVE_NAME if loss_curve is not None else None,
+            has_tokenizer=tokenizer is not None,
+        )
         card.save(staging / "README.md")
         if output_dir.exists():
             shutil.rmtree(output_dir)  # a previous export (checked above)
@@ -177,7 +190,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="simplified-export",
         description="Export a saved simplified model or Trainer checkpoint as a Hub-ready folder (weights, config "
-                    "with auto_map, flat custom code, tokenizer, model card).")
+        "with auto_map, flat custom code, tokenizer, model card).",
+    )
     parser.add_argument("checkpoint_dir", help="folder written by save_pretrained or a Trainer checkpoint-N folder")
     parser.add_argument("output_dir", help="new or empty folder (or a previous export, which is replaced)")
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the checkpoint's own tokenizer files, if any)")
@@ -196,8 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         run_info: dict[str, Any] = {}
         if args.run_info:
             run_info = json.loads(Path(args.run_info).read_text())
-        for key, value in (("datasets", args.dataset), ("loss_curve", args.loss_curve), ("license", args.license),
-                           ("repo_id", args.repo_id)):
+        for key, value in (
+            ("datasets", args.dataset),
+            ("loss_curve", args.loss_curve),
+            ("license", args.license),
+            ("repo_id", args.repo_id),
+        ):
             if value:
                 run_info[key] = value
         tokenizer = None

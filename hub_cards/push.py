@@ -26,23 +26,35 @@ class PushResult:
 
 
 def _check_export_dir(folder: Path) -> None:
-    missing = [name for name in ("config.json", "model.safetensors", "README.md", *CODE_FILES)
-               if not (folder / name).is_file()]
+    missing = [
+        name for name in ("config.json", "model.safetensors", "README.md", *CODE_FILES) if not (folder / name).is_file()
+    ]
     if missing:
-        raise ValueError(f"{folder} is not an export folder (missing {', '.join(missing)}); create one with "
-                         "simplified-export first.")
+        raise ValueError(
+            f"{folder} is not an export folder (missing {', '.join(missing)}); create one with simplified-export first."
+        )
 
 
 def make_api(endpoint: str | None = None, token: str | None = None):
     """`HfApi` on `endpoint` (default `$HF_ENDPOINT`, else the public Hub) with `token` (default `$HF_TOKEN`)."""
     from huggingface_hub import HfApi, constants
 
-    return HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT,
-                 token=token or os.environ.get("HF_TOKEN") or None)
+    return HfApi(
+        endpoint=endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT,
+        token=token or os.environ.get("HF_TOKEN") or None,
+    )
 
 
-def push_export(export_dir: str | os.PathLike, repo_id: str, *, private: bool = False, revision: str | None = None,
-                commit_message: str | None = None, pin: bool = True, api=None) -> PushResult:
+def push_export(
+    export_dir: str | os.PathLike,
+    repo_id: str,
+    *,
+    private: bool = False,
+    revision: str | None = None,
+    commit_message: str | None = None,
+    pin: bool = True,
+    api=None,
+) -> PushResult:
     """Create `repo_id` if needed and upload `export_dir` to `revision` (a branch, created if missing)."""
     folder = Path(export_dir)
     _check_export_dir(folder)
@@ -52,15 +64,24 @@ def push_export(export_dir: str | os.PathLike, repo_id: str, *, private: bool = 
     api.create_repo(repo_id, private=private, exist_ok=True)
     if revision and revision != "main":
         api.create_branch(repo_id, branch=revision, exist_ok=True)
-    info = api.upload_folder(folder_path=folder, repo_id=repo_id, revision=revision,
-                             commit_message=commit_message or f"Upload {folder.name} with simplified-push")
+    info = api.upload_folder(
+        folder_path=folder,
+        repo_id=repo_id,
+        revision=revision,
+        commit_message=commit_message or f"Upload {folder.name} with simplified-push",
+    )
     result = PushResult(repo_id, info.commit_url, info.oid)
     if pin:
         card = (folder / "README.md").read_text()
         pinned = pin_snippet(card, repo_id, info.oid)
         if pinned != card:
-            card_info = api.upload_file(path_or_fileobj=pinned.encode(), path_in_repo="README.md", repo_id=repo_id,
-                                        revision=revision, commit_message=f"Pin the card's usage snippet to {info.oid}")
+            card_info = api.upload_file(
+                path_or_fileobj=pinned.encode(),
+                path_in_repo="README.md",
+                repo_id=repo_id,
+                revision=revision,
+                commit_message=f"Pin the card's usage snippet to {info.oid}",
+            )
             result.card_commit_url, result.card_commit_sha = card_info.commit_url, card_info.oid
     return result
 
@@ -69,20 +90,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="simplified-push",
         description="Upload an export folder (from simplified-export) to the Hub. The endpoint comes from "
-                    "HF_ENDPOINT and the token from HF_TOKEN.")
+        "HF_ENDPOINT and the token from HF_TOKEN.",
+    )
     parser.add_argument("export_dir")
     parser.add_argument("repo_id", help="namespace/name")
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.add_argument("--revision", help="branch to push to (created from main if missing; default main)")
     parser.add_argument("--commit-message", help="message of the upload commit")
-    parser.add_argument("--no-pin", action="store_true",
-                        help="do not rewrite the card's usage snippet to the uploaded commit sha")
+    parser.add_argument(
+        "--no-pin", action="store_true", help="do not rewrite the card's usage snippet to the uploaded commit sha"
+    )
     args = parser.parse_args(argv)
     import httpx2  # huggingface_hub's HTTP client: connection errors are not OSErrors
 
     try:
-        result = push_export(args.export_dir, args.repo_id, private=args.private, revision=args.revision,
-                             commit_message=args.commit_message, pin=not args.no_pin)
+        result = push_export(
+            args.export_dir,
+            args.repo_id,
+            private=args.private,
+            revision=args.revision,
+            commit_message=args.commit_message,
+            pin=not args.no_pin,
+        )
     except (ValueError, OSError, httpx2.HTTPError) as exc:  # HfHubHTTPError is an OSError
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         parser.exit(1, f"simplified-push: error: {message}\n")
@@ -90,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sha: {result.commit_sha}")
     if result.card_commit_sha:
         print(f"card pinned to {result.commit_sha} in commit {result.card_commit_sha}")
-    print(f'load: AutoModel*.from_pretrained("{result.repo_id}", revision="{result.commit_sha}", trust_remote_code=True)')
+    print(
+        f'load: AutoModel*.from_pretrained("{result.repo_id}", revision="{result.commit_sha}", trust_remote_code=True)'
+    )
     return 0
 
 

@@ -21,13 +21,23 @@ from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, paramet
 def build(name: str, args) -> torch.nn.Module:
     if name == "gpt2":
         config = GPT2Config(
-            vocab_size=args.vocab, n_embd=args.width, n_layer=args.layers, n_head=args.heads,
-            n_positions=max(1024, args.seq), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            vocab_size=args.vocab,
+            n_embd=args.width,
+            n_layer=args.layers,
+            n_head=args.heads,
+            n_positions=max(1024, args.seq),
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
         )
         return GPT2LMHeadModel(config)
     config = SimplifiedConfig(
-        block_type=name, vocab_size=args.vocab, hidden_size=args.width, num_hidden_layers=args.layers,
-        num_attention_heads=args.heads, intermediate_size=4 * args.width,
+        block_type=name,
+        vocab_size=args.vocab,
+        hidden_size=args.width,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        intermediate_size=4 * args.width,
     )
     return SimplifiedForCausalLM(config)
 
@@ -58,9 +68,7 @@ def main(argv=None):
     torch.manual_seed(0)
     names = args.models.split(",")
     models = {name: build(name, args).train() for name in names}
-    optimizers = {
-        name: torch.optim.AdamW(parameter_groups(m, 0.1), lr=1e-4, fused=True) for name, m in models.items()
-    }
+    optimizers = {name: torch.optim.AdamW(parameter_groups(m, 0.1), lr=1e-4, fused=True) for name, m in models.items()}
     batch = torch.randint(0, args.vocab, (args.batch, args.seq))
     times = {name: [] for name in names}
     for round_ in range(args.steps + 1):
@@ -70,8 +78,10 @@ def main(argv=None):
             if round_:  # round 0 warms up allocator and kernels
                 times[name].append(time.perf_counter() - start)
 
-    print(f"shape: {args.layers} layers x {args.width} wide, {args.heads} heads, vocab {args.vocab}, "
-          f"batch {args.batch} x seq {args.seq}, torch threads {torch.get_num_threads()}, {args.steps} timed steps")
+    print(
+        f"shape: {args.layers} layers x {args.width} wide, {args.heads} heads, vocab {args.vocab}, "
+        f"batch {args.batch} x seq {args.seq}, torch threads {torch.get_num_threads()}, {args.steps} timed steps"
+    )
     print(f"{'model':<10} {'params (M)':>10} {'median step (s)':>16} {'tokens/s':>9}  speed-up vs " + ", ".join(names))
     medians = {name: statistics.median(t) for name, t in times.items()}
     for name in names:

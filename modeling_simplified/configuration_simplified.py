@@ -316,8 +316,15 @@ class SimplifiedConfig(PreTrainedConfig):
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(_choice_error(name, getattr(self, name), allowed))
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                     "max_position_embeddings", "pad_vocab_size_multiple"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "pad_vocab_size_multiple",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"SimplifiedConfig.{name} must be a positive integer, got {getattr(self, name)}.")
         for name in ("norm_eps", "initializer_range", "query_init_std"):
@@ -343,9 +350,18 @@ class SimplifiedConfig(PreTrainedConfig):
         for name in ("attention_dropout", "hidden_dropout", "embedding_dropout", "classifier_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"SimplifiedConfig.{name} must be in [0, 1), got {getattr(self, name)}.")
-        for name in ("attn_skip_gain", "mlp_skip_gain", "beta_sa_init", "beta_ff_init", "shaped_alpha_init",
-                     "shaped_beta_init", "shaped_gamma_init", "reparam_alpha_init", "reparam_beta_init",
-                     "leaky_relu_slope"):
+        for name in (
+            "attn_skip_gain",
+            "mlp_skip_gain",
+            "beta_sa_init",
+            "beta_ff_init",
+            "shaped_alpha_init",
+            "shaped_beta_init",
+            "shaped_gamma_init",
+            "reparam_alpha_init",
+            "reparam_beta_init",
+            "leaky_relu_slope",
+        ):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"SimplifiedConfig.{name} must be finite, got {getattr(self, name)}.")
         if self.hidden_size % self.num_attention_heads:
@@ -374,8 +390,9 @@ class SimplifiedConfig(PreTrainedConfig):
                     "got 'none'."
                 )
         if self.norm_position == "post" and self.parallel_block:
-            raise ValueError("SimplifiedConfig.norm_position='post' is only defined for sequential blocks "
-                             "(parallel_block=False).")
+            raise ValueError(
+                "SimplifiedConfig.norm_position='post' is only defined for sequential blocks (parallel_block=False)."
+            )
         if self.parallel_block and self.attn_skip_gain != 0:
             raise ValueError(
                 f"SimplifiedConfig.attn_skip_gain must be 0 for parallel blocks, got {self.attn_skip_gain}: a parallel "
@@ -402,7 +419,9 @@ class SimplifiedConfig(PreTrainedConfig):
                 f"'reparam', got {self.value_mode!r} and {self.projection_mode!r}."
             )
         if isinstance(self.eos_token_id, list) and not all(isinstance(t, int) for t in self.eos_token_id):
-            raise ValueError(f"SimplifiedConfig.eos_token_id must be an int or a list of ints, got {self.eos_token_id}.")
+            raise ValueError(
+                f"SimplifiedConfig.eos_token_id must be an int or a list of ints, got {self.eos_token_id}."
+            )
 
     def to_dict(self) -> dict:
         """The fields, plus the simplified-transformers release that wrote them (as `transformers_version`)."""

@@ -38,8 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, help="shorter or longer than the preset's 300 steps")
     parser.add_argument("--prompt", default=PROMPT, help="the code to complete")
     parser.add_argument("--new-tokens", type=int, default=40)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="passed on to simplified-train (e.g. data.max_train_samples=40)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="passed on to simplified-train (e.g. data.max_train_samples=40)",
+    )
     args = parser.parse_args(argv)
 
     from modeling_simplified.training.cli import main as train
@@ -55,14 +61,21 @@ def main(argv: list[str] | None = None) -> int:
 
     run = Path(args.output_dir)
     metrics = json.loads((run / "metrics.json").read_text())
-    print(f"\n== trained {metrics['preset']} ({metrics['parameters'] / 1e6:.2f}M parameters) for {metrics['steps']} "
-          f"steps on {metrics['tokens_seen'] / 1e6:.2f}M tokens of {metrics['dataset']}")
-    print(f"   eval loss {metrics['eval_loss']:.3f} (perplexity {metrics['perplexity']:.1f}), "
-          f"{metrics['tokens_per_second']:.0f} tokens/s, wall time {metrics['wall_time_s']:.0f} s")
+    print(
+        f"\n== trained {metrics['preset']} ({metrics['parameters'] / 1e6:.2f}M parameters) for {metrics['steps']} "
+        f"steps on {metrics['tokens_seen'] / 1e6:.2f}M tokens of {metrics['dataset']}"
+    )
+    print(
+        f"   eval loss {metrics['eval_loss']:.3f} (perplexity {metrics['perplexity']:.1f}), "
+        f"{metrics['tokens_per_second']:.0f} tokens/s, wall time {metrics['wall_time_s']:.0f} s"
+    )
     print(f"   loss curve: {run / 'loss_curve.png'}; Hub-ready export: {run / 'export'}", flush=True)
     # A fresh interpreter that never imports this package, as a Hub user would load the export.
-    reload = subprocess.run([sys.executable, "-c", RELOAD, str(run / "export"), args.prompt, str(args.new_tokens)],
-                            stdout=subprocess.PIPE, text=True)
+    reload = subprocess.run(
+        [sys.executable, "-c", RELOAD, str(run / "export"), args.prompt, str(args.new_tokens)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     print(reload.stdout, end="")
     return reload.returncode
 

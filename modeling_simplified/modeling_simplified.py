@@ -671,7 +671,7 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module):
         """Paper App. D: std `initializer_range` everywhere (embeddings included), W^Q = 0 for the simplified blocks,
         identity / orthogonal / zero where eq. 6 says, gains at their config values."""
-        config, std = self.config, self.config.initializer_range
+        std = self.config.initializer_range
         if isinstance(module, nn.Linear):
             _init_linear(module, std)
         elif isinstance(module, nn.Embedding):
@@ -957,7 +957,9 @@ class SimplifiedMLMHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.act = nn.GELU()
-        self.norm = build_norm("layernorm" if config.norm_type == "none" else config.norm_type, config.hidden_size, config)
+        self.norm = build_norm(
+            "layernorm" if config.norm_type == "none" else config.norm_type, config.hidden_size, config
+        )
         self.decoder = nn.Linear(config.hidden_size, config.padded_vocab_size, bias=True)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -1002,7 +1004,9 @@ class SimplifiedForMaskedLM(SimplifiedPreTrainedModel):
         loss = None
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 class SimplifiedForSequenceClassification(SimplifiedPreTrainedModel):

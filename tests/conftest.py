@@ -12,11 +12,18 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from hub_server import HubServer  # noqa: E402
 
 from modeling_simplified import BLOCK_TYPES, SimplifiedConfig  # noqa: E402
 
-TINY = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-            max_position_embeddings=64)
+TINY = dict(
+    vocab_size=97,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+)
 
 
 def tiny_config(block_type: str = "pre_ln", **overrides) -> SimplifiedConfig:
@@ -54,11 +61,15 @@ def bpe_tokenizer():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=TINY["vocab_size"] + 200, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=TINY["vocab_size"] + 200,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator([_stdlib_text()], trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
-                                   bos_token="<|endoftext|>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>", bos_token="<|endoftext|>"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -77,5 +88,39 @@ def wordpiece_tokenizer():
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+
+
+# the local Hub (tests/hub_server.py), shared by the Hub and Auto-class tests
+TOKEN = "hf_local_test_token"
+
+
+@pytest.fixture(scope="module")
+def local_hub(tmp_path_factory):
+    """A local Hub-protocol server (token required for writes and private reads)."""
+    with HubServer(tmp_path_factory.mktemp("hub-data"), token=TOKEN) as hub:
+        yield hub
+
+
+@pytest.fixture
+def hub_env(local_hub, monkeypatch):
+    """Point this process's huggingface_hub / transformers at the local Hub (conftest turns offline mode on)."""
+    import huggingface_hub.constants as constants
+    import transformers.utils.hub as tf_hub
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", local_hub.url)
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", local_hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    )
+    monkeypatch.setattr(tf_hub, "_hf_api", None)
+    monkeypatch.setenv("HF_ENDPOINT", local_hub.url)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    return local_hub

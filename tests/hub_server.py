@@ -35,10 +35,28 @@ GITATTRIBUTES = b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n*.bin filte
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 #: a subset of the Hub's license ids, enough to catch typos in generated cards
-LICENSES = {"apache-2.0", "mit", "bsd-3-clause", "cc-by-4.0", "cc-by-sa-4.0", "cc-by-nc-4.0", "openrail",
-            "llama3", "gpl-3.0", "other", "unknown"}
-PIPELINE_TAGS = {"text-generation", "fill-mask", "text-classification", "feature-extraction",
-                 "token-classification", "question-answering", "text2text-generation"}
+LICENSES = {
+    "apache-2.0",
+    "mit",
+    "bsd-3-clause",
+    "cc-by-4.0",
+    "cc-by-sa-4.0",
+    "cc-by-nc-4.0",
+    "openrail",
+    "llama3",
+    "gpl-3.0",
+    "other",
+    "unknown",
+}
+PIPELINE_TAGS = {
+    "text-generation",
+    "fill-mask",
+    "text-classification",
+    "feature-extraction",
+    "token-classification",
+    "question-answering",
+    "text2text-generation",
+}
 
 
 def git_blob_sha(data: bytes) -> str:
@@ -95,8 +113,9 @@ def validate_card(content: str) -> list[str]:
         errors.append(f'"pipeline_tag" is not a known task: {meta["pipeline_tag"]!r}')
     for key in ("tags", "datasets", "base_model"):
         value = meta.get(key)
-        if value is not None and not (isinstance(value, str) or
-                                      (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+        if value is not None and not (
+            isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        ):
             errors.append(f'"{key}" must be a string or a list of strings')
     if "library_name" in meta and not isinstance(meta["library_name"], str):
         errors.append('"library_name" must be a string')
@@ -111,8 +130,9 @@ def validate_card(content: str) -> list[str]:
             if not (isinstance(dataset.get("name"), str) and isinstance(dataset.get("type"), str)):
                 errors.append('"model-index[].results[].dataset" needs "name" and "type"')
             metrics = result.get("metrics")
-            if not metrics or not all(isinstance(m, dict) and isinstance(m.get("type"), str) and "value" in m
-                                      for m in metrics):
+            if not metrics or not all(
+                isinstance(m, dict) and isinstance(m.get("type"), str) and "value" in m for m in metrics
+            ):
                 errors.append('"model-index[].results[].metrics" needs entries with "type" and "value"')
     return errors
 
@@ -219,8 +239,9 @@ class HubState:
                     files = {p: o for p, o in files.items() if not p.startswith(prefix)}
                 else:  # lfsFile and copies: this server only answers uploadMode "regular"
                     raise HubError(422, f"unsupported commit operation {key!r} (this server accepts inline files)")
-            commit = self.new_commit(repo, head.sha, files, header.get("summary") or "update",
-                                     header.get("description") or "")
+            commit = self.new_commit(
+                repo, head.sha, files, header.get("summary") or "update", header.get("description") or ""
+            )
             repo.branches[branch] = commit.sha
             self._save_refs(repo)
         return commit
@@ -228,7 +249,7 @@ class HubState:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         self.server.requests.append(f"{self.command} {self.path}")
@@ -246,8 +267,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self.rfile.readline()
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
-              content_type: str = "application/json", length: int | None = None) -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        length: int | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body) if length is None else length))
@@ -295,8 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(status, payload)
         if method == "POST" and parts == ["api", "validate-yaml"]:
             errors = validate_card(json.loads(self._body() or b"{}").get("content", ""))
-            return self._json(400 if errors else 200,
-                              {"errors": [{"message": e} for e in errors], "warnings": []})
+            return self._json(400 if errors else 200, {"errors": [{"message": e} for e in errors], "warnings": []})
         if method == "GET" and parts == ["api", "whoami-v2"]:
             if not self._authorized() or self.headers.get("Authorization") is None:
                 raise HubError(401, "Invalid credentials in Authorization header")
@@ -319,26 +345,55 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(200, self._info(repo, commit, blobs="blobs" in query))
         if method == "GET" and rest[:1] == ["tree"] and len(rest) >= 2:
             commit = state.resolve(repo, rest[1])
-            return self._json(200, self._tree(commit, "/".join(rest[2:]), query.get("recursive") == ["true"]
-                                              or query.get("recursive") == ["True"]))
+            return self._json(
+                200,
+                self._tree(
+                    commit, "/".join(rest[2:]), query.get("recursive") == ["true"] or query.get("recursive") == ["True"]
+                ),
+            )
         if method == "GET" and rest[:1] == ["commits"] and len(rest) == 2:
             commit, history = state.resolve(repo, rest[1]), []
             while commit is not None:
-                history.append({"id": commit.sha, "title": commit.title, "message": commit.message,
-                                "authors": [{"user": "local-user"}], "date": commit.date})
+                history.append(
+                    {
+                        "id": commit.sha,
+                        "title": commit.title,
+                        "message": commit.message,
+                        "authors": [{"user": "local-user"}],
+                        "date": commit.date,
+                    }
+                )
                 commit = repo.commits.get(commit.parent) if commit.parent else None
             return self._json(200, history)
         if write and rest[:1] == ["preupload"] and len(rest) == 2:
             head = state.resolve(repo, rest[1])
             files = json.loads(self._body() or b"{}").get("files", [])
-            return self._json(200, {"files": [
-                {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": head.files.get(f["path"])}
-                for f in files]})
+            return self._json(
+                200,
+                {
+                    "files": [
+                        {
+                            "path": f["path"],
+                            "uploadMode": "regular",
+                            "shouldIgnore": False,
+                            "oid": head.files.get(f["path"]),
+                        }
+                        for f in files
+                    ]
+                },
+            )
         if write and rest[:1] == ["commit"] and len(rest) == 2:
             lines = [json.loads(line) for line in self._body().splitlines() if line.strip()]
             commit = state.commit(repo, rest[1], lines)
-            return self._json(200, {"success": True, "commitOid": commit.sha, "pullRequestUrl": None,
-                                    "commitUrl": f"{self.server.url}/{repo.repo_id}/commit/{commit.sha}"})
+            return self._json(
+                200,
+                {
+                    "success": True,
+                    "commitOid": commit.sha,
+                    "pullRequestUrl": None,
+                    "commitUrl": f"{self.server.url}/{repo.repo_id}/commit/{commit.sha}",
+                },
+            )
         if write and rest[:1] == ["branch"] and len(rest) == 2:
             body = json.loads(self._body() or b"{}")
             with state.lock:
@@ -356,10 +411,22 @@ class _Handler(BaseHTTPRequestHandler):
             if blobs:
                 entry.update(size=self.server.state.blob_path(oid).stat().st_size, blobId=oid)
             siblings.append(entry)
-        return {"_id": hashlib.sha1(repo.repo_id.encode()).hexdigest()[:24], "id": repo.repo_id,
-                "modelId": repo.repo_id, "author": repo.repo_id.split("/")[0], "sha": commit.sha,
-                "private": repo.private, "disabled": False, "gated": False, "downloads": 0, "likes": 0,
-                "tags": [], "siblings": siblings, "createdAt": repo.created_at, "lastModified": commit.date}
+        return {
+            "_id": hashlib.sha1(repo.repo_id.encode()).hexdigest()[:24],
+            "id": repo.repo_id,
+            "modelId": repo.repo_id,
+            "author": repo.repo_id.split("/")[0],
+            "sha": commit.sha,
+            "private": repo.private,
+            "disabled": False,
+            "gated": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": [],
+            "siblings": siblings,
+            "createdAt": repo.created_at,
+            "lastModified": commit.date,
+        }
 
     def _tree(self, commit: Commit, path: str, recursive: bool) -> list[dict]:
         prefix = path.strip("/") + "/" if path.strip("/") else ""
@@ -369,7 +436,7 @@ class _Handler(BaseHTTPRequestHandler):
         for file_path, oid in sorted(commit.files.items()):
             if not file_path.startswith(prefix):
                 continue
-            rest = file_path[len(prefix):]
+            rest = file_path[len(prefix) :]
             if "/" in rest and not recursive:
                 folders.add(prefix + rest.split("/")[0])
                 continue
@@ -379,8 +446,9 @@ class _Handler(BaseHTTPRequestHandler):
             size = self.server.state.blob_path(oid).stat().st_size
             entries.append({"type": "file", "path": file_path, "oid": oid, "size": size})
         for folder in sorted(folders):
-            entries.append({"type": "directory", "path": folder, "size": 0,
-                            "oid": hashlib.sha1(folder.encode()).hexdigest()})
+            entries.append(
+                {"type": "directory", "path": folder, "size": 0, "oid": hashlib.sha1(folder.encode()).hexdigest()}
+            )
         return entries
 
     def _resolve(self, repo: Repo, revision: str, path: str) -> None:
@@ -429,7 +497,7 @@ class HubServer:
         """`METHOD /path` of every request served so far."""
         return self._server.requests
 
-    def start(self) -> "HubServer":
+    def start(self) -> HubServer:
         self._thread.start()
         return self
 
@@ -438,7 +506,7 @@ class HubServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -75,8 +75,16 @@ def test_flex_static_cache_generation_equals_sdpa():
     """Cached, left-padded generation under flex_attention (static cache: fixed shapes, see the README)."""
     model = build("sas", "causal", attn_implementation="flex_attention")
     ids, mask = padded_batch("causal")
-    kwargs = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0,
-                  output_logits=True, return_dict_in_generate=True, cache_implementation="static")
+    kwargs = dict(
+        attention_mask=mask,
+        max_new_tokens=6,
+        do_sample=False,
+        eos_token_id=None,
+        pad_token_id=0,
+        output_logits=True,
+        return_dict_in_generate=True,
+        cache_implementation="static",
+    )
     _assert_flex_generation_equals_sdpa(model, ids, **kwargs)
 
 
@@ -87,8 +95,15 @@ def test_flex_dynamic_cache_generation_equals_sdpa(block_type):
     compile once dynamo recompiles it with dynamic shapes (padded batches), so this pins static shapes."""
     model = build(block_type, "causal", attn_implementation="flex_attention")
     ids, mask = padded_batch("causal")
-    kwargs = dict(attention_mask=mask, max_new_tokens=5, do_sample=False, eos_token_id=None, pad_token_id=0,
-                  output_logits=True, return_dict_in_generate=True)
+    kwargs = dict(
+        attention_mask=mask,
+        max_new_tokens=5,
+        do_sample=False,
+        eos_token_id=None,
+        pad_token_id=0,
+        output_logits=True,
+        return_dict_in_generate=True,
+    )
     _assert_flex_generation_equals_sdpa(model, ids, **kwargs)
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import perturb_, tiny_config
-from test_hub import TOKEN, hub_env, local_hub, make_model, run_fresh  # noqa: F401  (fixtures)
+from conftest import TOKEN, perturb_, tiny_config
+from test_hub import make_model, run_fresh
 
 from modeling_simplified import (
     SimplifiedForCausalLM,
@@ -32,9 +32,12 @@ FULL_AUTO_MAP = {
     "AutoModelForMaskedLM": "modeling_simplified.SimplifiedForMaskedLM",
     "AutoModelForSequenceClassification": "modeling_simplified.SimplifiedForSequenceClassification",
 }
-CLASS_OF = {"AutoModel": "SimplifiedModel", "AutoModelForCausalLM": "SimplifiedForCausalLM",
-            "AutoModelForMaskedLM": "SimplifiedForMaskedLM",
-            "AutoModelForSequenceClassification": "SimplifiedForSequenceClassification"}
+CLASS_OF = {
+    "AutoModel": "SimplifiedModel",
+    "AutoModelForCausalLM": "SimplifiedForCausalLM",
+    "AutoModelForMaskedLM": "SimplifiedForMaskedLM",
+    "AutoModelForSequenceClassification": "SimplifiedForSequenceClassification",
+}
 
 
 def _check_folder(folder: Path):
@@ -59,8 +62,16 @@ def _reference(model, path: Path) -> str:
         hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
     finally:
         torch.set_num_threads(threads)
-    torch.save({"base_state": {k: v.clone() for k, v in base.state_dict().items()}, "hidden": hidden,
-                "input_ids": ids, "attention_mask": mask, "state": dict(model.state_dict())}, path)
+    torch.save(
+        {
+            "base_state": {k: v.clone() for k, v in base.state_dict().items()},
+            "hidden": hidden,
+            "input_ids": ids,
+            "attention_mask": mask,
+            "state": dict(model.state_dict()),
+        },
+        path,
+    )
     return str(path)
 
 
@@ -114,9 +125,10 @@ def _check_matrix(report: list[dict], manifest: list[dict]):
                 assert res["missing"] == [] and res["changed_same_class"] == [], (where, res)
             else:  # a new head: initialised, and transformers reports exactly its untied weights as missing
                 assert set(res["missing"]) <= set(res["head_keys"]), (where, res)
-                expected = {"SimplifiedForSequenceClassification": {"score.weight", "score.bias"},
-                            "SimplifiedForMaskedLM": {"mlm_head.dense.weight", "mlm_head.dense.bias",
-                                                      "mlm_head.decoder.bias"}}.get(res["class"], set())
+                expected = {
+                    "SimplifiedForSequenceClassification": {"score.weight", "score.bias"},
+                    "SimplifiedForMaskedLM": {"mlm_head.dense.weight", "mlm_head.dense.bias", "mlm_head.decoder.bias"},
+                }.get(res["class"], set())
                 assert expected <= set(res["missing"]), (where, res)
 
 
@@ -128,10 +140,19 @@ def _trained_with_trainer(model, out: Path, hub_model_id: str | None = None):
     rows = [{"input_ids": torch.randint(3, model.config.vocab_size, (8,), generator=gen)} for _ in range(4)]
     for r in rows:
         r["labels"] = r["input_ids"].clone() if not isinstance(model, SimplifiedForSequenceClassification) else 1
-    args = TrainingArguments(output_dir=str(out), max_steps=2, per_device_train_batch_size=2, save_steps=2,
-                             report_to="none", use_cpu=True, learning_rate=1e-3, push_to_hub=hub_model_id is not None,
-                             hub_model_id=hub_model_id, hub_token=TOKEN if hub_model_id else None,
-                             hub_strategy="end")
+    args = TrainingArguments(
+        output_dir=str(out),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        save_steps=2,
+        report_to="none",
+        use_cpu=True,
+        learning_rate=1e-3,
+        push_to_hub=hub_model_id is not None,
+        hub_model_id=hub_model_id,
+        hub_token=TOKEN if hub_model_id else None,
+        hub_strategy="end",
+    )
     trainer = Trainer(model=model, args=args, train_dataset=rows)
     trainer.train()
     trainer.save_model(str(out / "saved"))
@@ -148,17 +169,34 @@ def test_every_writer_loads_with_every_auto_class(block_type, hub_env, tmp_path)
     def add(name, source, writer, model, revision=None, folder=None):
         if folder is not None:
             _check_folder(folder)
-        manifest.append({"name": name, "source": str(source), "revision": revision, "writer": writer,
-                         "autos": list(AUTO_CLASSES), "reference": _reference(model, tmp_path / f"{name}.pt")})
+        manifest.append(
+            {
+                "name": name,
+                "source": str(source),
+                "revision": revision,
+                "writer": writer,
+                "autos": list(AUTO_CLASSES),
+                "reference": _reference(model, tmp_path / f"{name}.pt"),
+            }
+        )
 
     # save_pretrained of every class
-    for i, cls in enumerate((SimplifiedModel, SimplifiedForCausalLM, SimplifiedForMaskedLM,
-                             SimplifiedForSequenceClassification)):
-        model = make_model(cls, block_type, seed=i) if cls is not SimplifiedModel else perturb_(
-            SimplifiedModel(tiny_config(block_type)), seed=i).eval()
+    for i, cls in enumerate(
+        (SimplifiedModel, SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification)
+    ):
+        model = (
+            make_model(cls, block_type, seed=i)
+            if cls is not SimplifiedModel
+            else perturb_(SimplifiedModel(tiny_config(block_type)), seed=i).eval()
+        )
         model.save_pretrained(tmp_path / cls.__name__)
-        add(f"save_pretrained-{cls.__name__}", tmp_path / cls.__name__, cls.__name__, model,
-            folder=tmp_path / cls.__name__)
+        add(
+            f"save_pretrained-{cls.__name__}",
+            tmp_path / cls.__name__,
+            cls.__name__,
+            model,
+            folder=tmp_path / cls.__name__,
+        )
     # model.push_to_hub
     pushed = make_model(SimplifiedForCausalLM, block_type, seed=5)
     pushed.push_to_hub(f"me/auto-{block_type}", token=TOKEN)
@@ -166,19 +204,30 @@ def test_every_writer_loads_with_every_auto_class(block_type, hub_env, tmp_path)
     # the Trainer: save_model, its checkpoint, push_to_hub
     trained = make_model(SimplifiedForMaskedLM, block_type, seed=6).train()
     _trained_with_trainer(trained, tmp_path / "trainer", hub_model_id=f"me/trainer-{block_type}")
-    for name, folder in (("trainer-save_model", tmp_path / "trainer" / "saved"),
-                         ("trainer-checkpoint", tmp_path / "trainer" / "checkpoint-2")):
+    for name, folder in (
+        ("trainer-save_model", tmp_path / "trainer" / "saved"),
+        ("trainer-checkpoint", tmp_path / "trainer" / "checkpoint-2"),
+    ):
         add(name, folder, "SimplifiedForMaskedLM", trained, folder=folder)
     add("trainer-push_to_hub", f"me/trainer-{block_type}", "SimplifiedForMaskedLM", trained)
     # simplified-export
     exported = make_model(SimplifiedForSequenceClassification, block_type, seed=7)
     export_model(exported, tmp_path / "export")
-    add("simplified-export", tmp_path / "export", "SimplifiedForSequenceClassification", exported,
-        folder=tmp_path / "export")
+    add(
+        "simplified-export",
+        tmp_path / "export",
+        "SimplifiedForSequenceClassification",
+        exported,
+        folder=tmp_path / "export",
+    )
 
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    report = run_fresh(LOAD_MATRIX, tmp_path, str(tmp_path / "manifest.json"),
-                       env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"})
+    report = run_fresh(
+        LOAD_MATRIX,
+        tmp_path,
+        str(tmp_path / "manifest.json"),
+        env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"},
+    )
     _check_matrix(report, manifest)
 
 
@@ -199,11 +248,23 @@ def test_a_repo_pushed_twice_stays_consistent(hub_env, tmp_path):
     folder = Path(snapshot_download(repo, cache_dir=tmp_path / "dl", token=TOKEN))
     _check_folder(folder)
     assert json.loads((folder / "config.json").read_text())["architectures"] == ["SimplifiedForSequenceClassification"]
-    manifest = [{"name": "pushed-twice", "source": repo, "revision": None, "writer": "SimplifiedForSequenceClassification",
-                 "autos": list(AUTO_CLASSES), "reference": _reference(classifier, tmp_path / "ref.pt")}]
+    manifest = [
+        {
+            "name": "pushed-twice",
+            "source": repo,
+            "revision": None,
+            "writer": "SimplifiedForSequenceClassification",
+            "autos": list(AUTO_CLASSES),
+            "reference": _reference(classifier, tmp_path / "ref.pt"),
+        }
+    ]
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    report = run_fresh(LOAD_MATRIX, tmp_path, str(tmp_path / "manifest.json"),
-                       env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"})
+    report = run_fresh(
+        LOAD_MATRIX,
+        tmp_path,
+        str(tmp_path / "manifest.json"),
+        env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"},
+    )
     _check_matrix(report, manifest)
 
 
@@ -221,19 +282,25 @@ PIPELINES = r"""
 
 def test_pipelines_load_repos_pushed_with_the_standard_call(hub_env, tmp_path, bpe_tokenizer, wordpiece_tokenizer):
     cases = []
-    for task, cls, tok, text in (("text-generation", SimplifiedForCausalLM, bpe_tokenizer, "def main("),
-                                 ("fill-mask", SimplifiedForMaskedLM, wordpiece_tokenizer, "the [MASK] module"),
-                                 ("text-classification", SimplifiedForSequenceClassification, wordpiece_tokenizer,
-                                  "the json module")):
-        model = make_model(cls, "sas_p", vocab_size=len(tok), pad_token_id=tok.pad_token_id,
-                           eos_token_id=tok.eos_token_id)
+    for task, cls, tok, text in (
+        ("text-generation", SimplifiedForCausalLM, bpe_tokenizer, "def main("),
+        ("fill-mask", SimplifiedForMaskedLM, wordpiece_tokenizer, "the [MASK] module"),
+        ("text-classification", SimplifiedForSequenceClassification, wordpiece_tokenizer, "the json module"),
+    ):
+        model = make_model(
+            cls, "sas_p", vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id
+        )
         repo = f"me/pipe-{task}"
         model.push_to_hub(repo, token=TOKEN)
         tok.push_to_hub(repo, token=TOKEN)
         cases.append((task, repo, text))
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    report = run_fresh(PIPELINES, tmp_path, str(tmp_path / "cases.json"),
-                       env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"})
+    report = run_fresh(
+        PIPELINES,
+        tmp_path,
+        str(tmp_path / "cases.json"),
+        env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"},
+    )
     assert report["text-generation"]["model"] == "SimplifiedForCausalLM"
     generated = report["text-generation"]["result"][0]["generated_text"]
     assert generated.startswith("def main(") and len(generated) > len("def main(")
@@ -275,27 +342,55 @@ def test_fine_tuning_a_pushed_language_model_in_a_fresh_process(hub_env, tmp_pat
     from modeling_simplified.training.presets import DataSpec
 
     run = tmp_path / "mlm"
-    assert train_main(["--preset", "crammed-bert-tiny-sas_p", "--set", "data.max_train_samples=600", "--set",
-                       "data.tokenizer_train_samples=600", "--set", "data.max_eval_samples=32", "--set",
-                       "training.per_device_train_batch_size=8", "--set", "training.batch_ramp_to=16",
-                       "--set", "training.learning_rate=3e-3", "--max-steps", "24", "--output-dir", str(run)]) == 0
+    assert (
+        train_main(
+            [
+                "--preset",
+                "crammed-bert-tiny-sas_p",
+                "--set",
+                "data.max_train_samples=600",
+                "--set",
+                "data.tokenizer_train_samples=600",
+                "--set",
+                "data.max_eval_samples=32",
+                "--set",
+                "training.per_device_train_batch_size=8",
+                "--set",
+                "training.batch_ramp_to=16",
+                "--set",
+                "training.learning_rate=3e-3",
+                "--max-steps",
+                "24",
+                "--output-dir",
+                str(run),
+            ]
+        )
+        == 0
+    )
     model = SimplifiedForMaskedLM.from_pretrained(run / "export")
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(run / "export")
     model.push_to_hub("me/mlm-to-classify", token=TOKEN)
     tokenizer.push_to_hub("me/mlm-to-classify", token=TOKEN)
-    task = build_task_data("sequence-classification", DataSpec(seq_len=64), model.config.vocab_size,
-                           tokenizer=tokenizer)
+    task = build_task_data(
+        "sequence-classification", DataSpec(seq_len=64), model.config.vocab_size, tokenizer=tokenizer
+    )
 
     def rows(ds):
         return [{"input_ids": r["input_ids"], "attention_mask": r["attention_mask"], "labels": r["label"]} for r in ds]
 
     torch.save({"train": rows(task.train), "eval": rows(task.eval)}, tmp_path / "data.pt")
-    (tmp_path / "spec.json").write_text(json.dumps({"repo": "me/mlm-to-classify", "data": str(tmp_path / "data.pt"),
-                                                    "out": str(tmp_path / "ft")}))
-    report = run_fresh(FINE_TUNE, tmp_path, str(tmp_path / "spec.json"), timeout=900,
-                       env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"})
+    (tmp_path / "spec.json").write_text(
+        json.dumps({"repo": "me/mlm-to-classify", "data": str(tmp_path / "data.pt"), "out": str(tmp_path / "ft")})
+    )
+    report = run_fresh(
+        FINE_TUNE,
+        tmp_path,
+        str(tmp_path / "spec.json"),
+        timeout=900,
+        env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"},
+    )
     assert report["class"] == "SimplifiedForSequenceClassification"
     assert 0.5 <= report["majority"] < 0.6
     assert report["accuracy"] > report["majority"] + 0.05, report

@@ -9,7 +9,6 @@ from conftest import tiny_config
 from modeling_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig
 from modeling_simplified.configuration_simplified import ACTIVATIONS
 
-
 # (kwargs, field the message must name). Every row must raise exactly ValueError.
 BAD_CONFIGS = [
     (dict(block_type="sasp"), "block_type"),
@@ -66,8 +65,10 @@ BAD_CONFIGS = [
     (dict(block_type="normformer", norm_type="none"), "attn_branch_norm"),
     (dict(block_type="pre_ln", mlp_act_norm=True, norm_type="none"), "mlp_act_norm"),
     (dict(position_embedding_type="rotary", hidden_size=36, num_attention_heads=4), "position_embedding_type"),
-    (dict(hidden_size=33, num_attention_heads=3, position_embedding_type="sinusoidal"),
-     "position_embedding_type"),  # sinusoidal needs an even width
+    (
+        dict(hidden_size=33, num_attention_heads=3, position_embedding_type="sinusoidal"),
+        "position_embedding_type",
+    ),  # sinusoidal needs an even width
     (dict(vocab_size=100, pad_token_id=100), "pad_token_id"),
     (dict(pad_token_id=-3), "pad_token_id"),
     (dict(use_cache="no"), "use_cache"),
@@ -137,16 +138,26 @@ def test_presets_match_block_type_table():
     assert (vs.shaped_beta_init, vs.centre_attention, vs.value_projection_init) == (0.0, False, "orthogonal")
     nf = SimplifiedConfig(block_type="normformer")
     assert (nf.head_scale, nf.attn_branch_norm, nf.mlp_act_norm, nf.norm_type) == (
-        "before_proj", True, True, "layernorm")
+        "before_proj",
+        True,
+        True,
+        "layernorm",
+    )
     post = SimplifiedConfig(block_type="post_ln")
     assert (post.norm_position, post.final_norm) == ("post", "none")
     pre = SimplifiedConfig(block_type="pre_ln")
     assert (pre.attention_type, pre.value_mode, pre.attn_skip_gain, pre.block_gains_trainable) == (
-        "softmax", "linear", 1.0, False)
+        "softmax",
+        "linear",
+        1.0,
+        False,
+    )
 
 
 def test_explicit_overrides_win_over_preset():
-    config = SimplifiedConfig(block_type="sas_p", norm_type="layernorm", beta_ff_init=0.2, first_layer_value_mode="linear")
+    config = SimplifiedConfig(
+        block_type="sas_p", norm_type="layernorm", beta_ff_init=0.2, first_layer_value_mode="linear"
+    )
     assert config.norm_type == "layernorm"
     assert config.final_norm == "layernorm"  # derived from the overridden norm_type
     assert config.beta_ff_init == 0.2
@@ -231,4 +242,7 @@ def test_conversion_fields_defaults():
     config = SimplifiedConfig(block_type="pre_ln", norm_type="layernorm")
     assert (config.type_vocab_size, config.rmsnorm_eps_position, config.qk_norm) == (0, "inside", "none")
     assert config.first_layer_norm == "layernorm" and config.skip_gains_trainable is False
-    assert SimplifiedConfig(block_type="sas_p", norm_type="none", first_layer_norm="layernorm").first_layer_norm == "layernorm"
+    assert (
+        SimplifiedConfig(block_type="sas_p", norm_type="none", first_layer_norm="layernorm").first_layer_norm
+        == "layernorm"
+    )

@@ -9,15 +9,21 @@ from conftest import perturb_
 from transformers import DataCollatorWithFlattening
 from transformers import initialization as init
 
-from modeling_simplified import BLOCK_TYPES, SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
 
 HEADS = (SimplifiedForCausalLM, SimplifiedForMaskedLM)
 LENGTHS = (5, 3, 4)
 
 
 def contract_config(block_type: str, **overrides) -> SimplifiedConfig:
-    shape = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-                 max_position_embeddings=64)
+    shape = dict(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=64,
+    )
     return SimplifiedConfig(block_type=block_type, **{**shape, **overrides})
 
 
@@ -71,8 +77,9 @@ def test_packed_sequences_equal_the_padded_batch(block_type, cls, attn):
     ids, positions = _packed()
     with torch.no_grad():
         packed = model(input_ids=ids, position_ids=positions).logits[0]
-        user_mask = model(input_ids=ids, position_ids=positions,
-                          attention_mask=_block_diagonal(model.config.is_causal)).logits[0]
+        user_mask = model(
+            input_ids=ids, position_ids=positions, attention_mask=_block_diagonal(model.config.is_causal)
+        ).logits[0]
     torch.testing.assert_close(packed, reference, atol=1e-5, rtol=0)
     torch.testing.assert_close(user_mask, reference, atol=1e-5, rtol=0)
 
@@ -169,8 +176,14 @@ def test_compiled_generate_with_a_static_cache_never_recompiles(block_type):
     ids = torch.cat(_sequences())[:10].view(2, 5)
     mask = torch.ones_like(ids)
     mask[0, :2] = 0
-    kw = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, cache_implementation="static",
-              eos_token_id=None, pad_token_id=0)
+    kw = dict(
+        attention_mask=mask,
+        max_new_tokens=6,
+        do_sample=False,
+        cache_implementation="static",
+        eos_token_id=None,
+        pad_token_id=0,
+    )
     eager = model.generate(ids, **kw)
     graphs = []
 
@@ -220,8 +233,14 @@ def test_generate_uses_the_given_inputs_embeds(block_type):
     model = trained_like(SimplifiedForCausalLM, block_type)
     ids = _sequences()[0][None]
     embeds = model.get_input_embeddings()(ids)
-    kw = dict(max_new_tokens=4, do_sample=False, output_scores=True, return_dict_in_generate=True,
-              eos_token_id=None, pad_token_id=0)
+    kw = dict(
+        max_new_tokens=4,
+        do_sample=False,
+        output_scores=True,
+        return_dict_in_generate=True,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
     real = model.generate(inputs_embeds=embeds, **kw)
     same = model.generate(ids, inputs_embeds=embeds, **kw)
     other = model.generate(ids, inputs_embeds=torch.randn_like(embeds), **kw)

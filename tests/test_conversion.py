@@ -53,8 +53,16 @@ def _assert_same_state(a: dict, b: dict):
 # ----------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("tied", [True, False])
 def test_gpt2_round_trip(tied):
-    g = GPT2Config(n_layer=L, n_embd=D, n_head=H, vocab_size=V, n_positions=32, tie_word_embeddings=tied,
-                   bos_token_id=0, eos_token_id=0)
+    g = GPT2Config(
+        n_layer=L,
+        n_embd=D,
+        n_head=H,
+        vocab_size=V,
+        n_positions=32,
+        tie_word_embeddings=tied,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     ref = perturb_(GPT2LMHeadModel(g)).eval()
     ours = gpt2_to_simplified(ref)
     assert ours.config.block_type == "pre_ln"
@@ -67,9 +75,19 @@ def test_gpt2_round_trip(tied):
 
 @pytest.mark.parametrize("tied,bias", [(True, False), (False, True)])
 def test_llama_round_trip(tied, bias):
-    cfg = LlamaConfig(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=H,
-                      intermediate_size=48, vocab_size=V, max_position_embeddings=32, tie_word_embeddings=tied,
-                      attention_bias=bias, mlp_bias=bias, rope_parameters={"rope_type": "default", "rope_theta": 500.0})
+    cfg = LlamaConfig(
+        num_hidden_layers=L,
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=H,
+        intermediate_size=48,
+        vocab_size=V,
+        max_position_embeddings=32,
+        tie_word_embeddings=tied,
+        attention_bias=bias,
+        mlp_bias=bias,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+    )
     ref = perturb_(LlamaForCausalLM(cfg)).eval()
     ours = llama_to_simplified(ref)
     assert ours.config.rope_theta == 500.0 and ours.config.tie_word_embeddings == tied
@@ -81,18 +99,31 @@ def test_llama_round_trip(tied, bias):
 
 
 def test_ours_to_native_and_back_is_exact():
-    ours = perturb_(SimplifiedForCausalLM(tiny_config("pre_ln", norm_type="layernorm", final_norm="layernorm",
-                                                       position_embedding_type="learned", hidden_act="gelu_new",
-                                                       attention_bias=True, mlp_bias=True))).eval()
+    ours = perturb_(
+        SimplifiedForCausalLM(
+            tiny_config(
+                "pre_ln",
+                norm_type="layernorm",
+                final_norm="layernorm",
+                position_embedding_type="learned",
+                hidden_act="gelu_new",
+                attention_bias=True,
+                mlp_bias=True,
+            )
+        )
+    ).eval()
     _assert_same_state(ours.state_dict(), gpt2_to_simplified(simplified_to_gpt2(ours)).state_dict())
-    llama_like = perturb_(SimplifiedForCausalLM(tiny_config("pre_ln", hidden_act="swiglu",
-                                                             position_embedding_type="rotary"))).eval()
+    llama_like = perturb_(
+        SimplifiedForCausalLM(tiny_config("pre_ln", hidden_act="swiglu", position_embedding_type="rotary"))
+    ).eval()
     back = llama_to_simplified(simplified_to_llama(llama_like))
     _assert_same_state(llama_like.state_dict(), back.state_dict())
 
 
-@pytest.mark.parametrize("block_type,field", [("sas", "value_mode"), ("sas_p", "parallel_block"),
-                                              ("pre_ln", "norm_type"), ("normformer", "head_scale")])
+@pytest.mark.parametrize(
+    "block_type,field",
+    [("sas", "value_mode"), ("sas_p", "parallel_block"), ("pre_ln", "norm_type"), ("normformer", "head_scale")],
+)
 def test_incompatible_to_gpt2_names_field(block_type, field):
     model = SimplifiedForCausalLM(tiny_config(block_type))
     with pytest.raises(ConversionError, match=field):
@@ -103,10 +134,23 @@ def test_incompatible_llama_conversions_name_field():
     with pytest.raises(ConversionError, match="hidden_act"):
         simplified_to_llama(SimplifiedForCausalLM(tiny_config("pre_ln", position_embedding_type="rotary")))
     with pytest.raises(ConversionError, match="rmsnorm_eps_position"):
-        simplified_to_llama(SimplifiedForCausalLM(tiny_config("pre_ln", hidden_act="swiglu", rmsnorm_eps_position="outside",
-                                                              position_embedding_type="rotary")))
-    gqa = LlamaForCausalLM(LlamaConfig(num_hidden_layers=1, hidden_size=D, num_attention_heads=H, num_key_value_heads=2,
-                                       intermediate_size=48, vocab_size=V))
+        simplified_to_llama(
+            SimplifiedForCausalLM(
+                tiny_config(
+                    "pre_ln", hidden_act="swiglu", rmsnorm_eps_position="outside", position_embedding_type="rotary"
+                )
+            )
+        )
+    gqa = LlamaForCausalLM(
+        LlamaConfig(
+            num_hidden_layers=1,
+            hidden_size=D,
+            num_attention_heads=H,
+            num_key_value_heads=2,
+            intermediate_size=48,
+            vocab_size=V,
+        )
+    )
     with pytest.raises(ConversionError, match="num_key_value_heads"):
         llama_to_simplified(gqa)
 
@@ -123,8 +167,15 @@ def _bert_inputs(vocab=V):
 
 
 def test_bert_masked_lm_to_post_ln():
-    cfg = BertConfig(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, intermediate_size=48, vocab_size=V,
-                     max_position_embeddings=32, type_vocab_size=3)
+    cfg = BertConfig(
+        num_hidden_layers=L,
+        hidden_size=D,
+        num_attention_heads=H,
+        intermediate_size=48,
+        vocab_size=V,
+        max_position_embeddings=32,
+        type_vocab_size=3,
+    )
     ref = perturb_(BertForMaskedLM(cfg)).eval()
     ours = bert_to_simplified(ref)
     assert ours.config.block_type == "post_ln" and ours.config.type_vocab_size == 3
@@ -141,8 +192,14 @@ def test_bert_masked_lm_to_post_ln():
 
 def test_sentence_transformer_shaped_bert_model_converts():
     """The shape of all-MiniLM-L6-v2 (random init: no downloads)."""
-    cfg = BertConfig(num_hidden_layers=6, hidden_size=384, num_attention_heads=12, intermediate_size=1536,
-                     vocab_size=30522, max_position_embeddings=512)
+    cfg = BertConfig(
+        num_hidden_layers=6,
+        hidden_size=384,
+        num_attention_heads=12,
+        intermediate_size=1536,
+        vocab_size=30522,
+        max_position_embeddings=512,
+    )
     ref = perturb_(BertModel(cfg), scale=0.02).eval()
     with pytest.raises(ConversionError, match="pooler.dense.weight"):
         bert_to_simplified(ref)
@@ -156,36 +213,89 @@ def test_sentence_transformer_shaped_bert_model_converts():
 # ----------------------------------------------------------------------------------------------------------------
 # The authors' format
 # ----------------------------------------------------------------------------------------------------------------
-SKIPLESS = dict(attn_block_skip_gain=0.0, centre_attn=True, attn_mat_skip_gain=1.0, attn_mat_resid_gain=1.0,
-                centre_attn_gain=1.0, value_skip_gain=1.0, value_resid_gain=0.0, first_layer_value_resid_gain=1.0,
-                proj_skip_gain=1.0, proj_resid_gain=0.0, val_init_type="id", mlp_block_resid_gain=0.2,
-                trainable_attn_mat_gains=True, trainable_value_gains=True, trainable_proj_gains=True)
+SKIPLESS = dict(
+    attn_block_skip_gain=0.0,
+    centre_attn=True,
+    attn_mat_skip_gain=1.0,
+    attn_mat_resid_gain=1.0,
+    centre_attn_gain=1.0,
+    value_skip_gain=1.0,
+    value_resid_gain=0.0,
+    first_layer_value_resid_gain=1.0,
+    proj_skip_gain=1.0,
+    proj_resid_gain=0.0,
+    val_init_type="id",
+    mlp_block_resid_gain=0.2,
+    trainable_attn_mat_gains=True,
+    trainable_value_gains=True,
+    trainable_proj_gains=True,
+)
 VARIANTS = {
     "pre_ln": dict(norm_type="rmsnorm"),
     "pre_ln_layernorm": dict(norm_type="ln", activation_function="gelu_new"),
     "parallel": dict(norm_type="rmsnorm", parallel_layers=True, attn_block_skip_gain=0.0),
-    "value_skipinit": dict(attn_block_skip_gain=0.0, centre_attn=True, attn_mat_skip_gain=1.0,
-                           attn_mat_resid_gain=0.0, centre_attn_gain=0.0, trainable_attn_mat_gains=True,
-                           value_skip_gain=None, val_init_type="orth", lrelu_neg_slope=0.1),
+    "value_skipinit": dict(
+        attn_block_skip_gain=0.0,
+        centre_attn=True,
+        attn_mat_skip_gain=1.0,
+        attn_mat_resid_gain=0.0,
+        centre_attn_gain=0.0,
+        trainable_attn_mat_gains=True,
+        value_skip_gain=None,
+        val_init_type="orth",
+        lrelu_neg_slope=0.1,
+    ),
     "sas": dict(SKIPLESS, trainable_attn_block_gains=True, trainable_mlp_block_gains=True),
     "sas_p": dict(SKIPLESS, parallel_layers=True, mlp_block_skip_gain=0.0, attn_block_resid_gain=0.2),
     "sas_p_no_norms": dict(SKIPLESS, parallel_layers=True, mlp_block_skip_gain=0.0, norm_type="none"),
     "sas_no_norms": dict(SKIPLESS, norm_type="none"),
-    "op": dict(norm_type="none", qk_norm_type="rmsnorm", mlp_block_resid_gain=0.2, attn_block_resid_gain=0.2,
-               trainable_attn_block_gains=True, trainable_mlp_block_gains=True),
+    "op": dict(
+        norm_type="none",
+        qk_norm_type="rmsnorm",
+        mlp_block_resid_gain=0.2,
+        attn_block_resid_gain=0.2,
+        trainable_attn_block_gains=True,
+        trainable_mlp_block_gains=True,
+    ),
     "sas_last_layer_proj": dict(SKIPLESS, proj_resid_gain=0.5, last_layer_proj_resid_gain=0.1),
 }
 
 
 def _their_config(variant: str) -> dict:
-    base = dict(vocab_size=V, n_positions=32, n_embd=D, n_layer=L, n_head=H, n_inner=48, layer_norm_epsilon=1e-2,
-                activation_function="leaky_relu", lrelu_neg_slope=0.0, norm_type="rmsnorm", norm_position="pre",
-                qk_norm_type="none", parallel_layers=False, attn_block_resid_gain=1.0, attn_block_skip_gain=1.0,
-                mlp_block_resid_gain=1.0, mlp_block_skip_gain=1.0, attn_mat_resid_gain=1.0, attn_mat_skip_gain=0.0,
-                centre_attn=False, centre_attn_gain=1.0, value_resid_gain=1.0, value_skip_gain=None,
-                first_layer_value_resid_gain=None, proj_resid_gain=1.0, proj_skip_gain=None,
-                last_layer_proj_resid_gain=None, val_init_type="normal", proj_init_type=None,
-                trainable_attn_block_gains=False, trainable_mlp_block_gains=False, model_type="gpt2")
+    base = dict(
+        vocab_size=V,
+        n_positions=32,
+        n_embd=D,
+        n_layer=L,
+        n_head=H,
+        n_inner=48,
+        layer_norm_epsilon=1e-2,
+        activation_function="leaky_relu",
+        lrelu_neg_slope=0.0,
+        norm_type="rmsnorm",
+        norm_position="pre",
+        qk_norm_type="none",
+        parallel_layers=False,
+        attn_block_resid_gain=1.0,
+        attn_block_skip_gain=1.0,
+        mlp_block_resid_gain=1.0,
+        mlp_block_skip_gain=1.0,
+        attn_mat_resid_gain=1.0,
+        attn_mat_skip_gain=0.0,
+        centre_attn=False,
+        centre_attn_gain=1.0,
+        value_resid_gain=1.0,
+        value_skip_gain=None,
+        first_layer_value_resid_gain=None,
+        proj_resid_gain=1.0,
+        proj_skip_gain=None,
+        last_layer_proj_resid_gain=None,
+        val_init_type="normal",
+        proj_init_type=None,
+        trainable_attn_block_gains=False,
+        trainable_mlp_block_gains=False,
+        model_type="gpt2",
+    )
     cfg = dict(base, **VARIANTS[variant])
     cfg["proj_init_type"] = cfg["proj_init_type"] or cfg["val_init_type"]
     return cfg
@@ -204,10 +314,24 @@ def _their_checkpoint(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
     near = lambda value, *shape: value + rnd(*shape, scale=0.1)  # noqa: E731
     d, n, w = cfg["n_embd"], cfg["n_head"], cfg["n_inner"]
     # a gain their run does not train holds one value everywhere: perturbed once, shared by every layer and head
-    frozen = {name: near(cfg[name], 1) for name in ("attn_mat_resid_gain", "attn_mat_skip_gain", "centre_attn_gain",
-              "attn_block_resid_gain", "attn_block_skip_gain", "mlp_block_resid_gain", "mlp_block_skip_gain")}
-    sd = {"transformer.wte.weight": rnd(cfg["vocab_size"], d), "transformer.wpe.weight": rnd(cfg["n_positions"], d),
-          "transformer.ln_f.weight": near(1.0, d), "transformer.ln_f.bias": rnd(d)}
+    frozen = {
+        name: near(cfg[name], 1)
+        for name in (
+            "attn_mat_resid_gain",
+            "attn_mat_skip_gain",
+            "centre_attn_gain",
+            "attn_block_resid_gain",
+            "attn_block_skip_gain",
+            "mlp_block_resid_gain",
+            "mlp_block_skip_gain",
+        )
+    }
+    sd = {
+        "transformer.wte.weight": rnd(cfg["vocab_size"], d),
+        "transformer.wpe.weight": rnd(cfg["n_positions"], d),
+        "transformer.ln_f.weight": near(1.0, d),
+        "transformer.ln_f.bias": rnd(d),
+    }
     for i in range(cfg["n_layer"]):
         p = f"transformer.h.{i}."
         for ln in ("ln_1", "ln_2"):
@@ -222,8 +346,10 @@ def _their_checkpoint(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
         proj_resid = cfg["proj_resid_gain"]
         if i == cfg["n_layer"] - 1 and cfg["last_layer_proj_resid_gain"] is not None:
             proj_resid = cfg["last_layer_proj_resid_gain"]
-        for name, skip, resid, init_type in (("v_attn", cfg["value_skip_gain"], value_resid, cfg["val_init_type"]),
-                                             ("c_proj", cfg["proj_skip_gain"], proj_resid, cfg["proj_init_type"])):
+        for name, skip, resid, init_type in (
+            ("v_attn", cfg["value_skip_gain"], value_resid, cfg["val_init_type"]),
+            ("c_proj", cfg["proj_skip_gain"], proj_resid, cfg["proj_init_type"]),
+        ):
             form = _their_matrix_form(skip, resid, init_type)
             if form != "absent":
                 sd[f"{p}attn.{name}.weight"], sd[f"{p}attn.{name}.bias"] = rnd(d, d), rnd(d, scale=0.1)
@@ -241,7 +367,9 @@ def _their_checkpoint(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
             for kind in ("resid", "skip"):
                 value = cfg[f"{block}_block_{kind}_gain"]
                 fixed = not trainable or (kind == "skip" and cfg["parallel_layers"])
-                sd[f"{p}{block}_block_{kind}_gain"] = frozen[f"{block}_block_{kind}_gain"].clone() if fixed else near(value, 1)
+                sd[f"{p}{block}_block_{kind}_gain"] = (
+                    frozen[f"{block}_block_{kind}_gain"].clone() if fixed else near(value, 1)
+                )
     return sd
 
 
@@ -268,7 +396,9 @@ def _their_logits(cfg: dict, sd: dict, ids: torch.Tensor) -> torch.Tensor:
             return h
         if f"{key}.skip_gain" in sd:
             eye = torch.eye(h.shape[-1])
-            return h @ (sd[f"{key}.resid_gain"] * sd[f"{key}.weight"] + sd[f"{key}.skip_gain"] * eye) + sd[f"{key}.bias"]
+            return (
+                h @ (sd[f"{key}.resid_gain"] * sd[f"{key}.weight"] + sd[f"{key}.skip_gain"] * eye) + sd[f"{key}.bias"]
+            )
         return conv(h, key)
 
     def attention(u, p):
@@ -277,7 +407,10 @@ def _their_logits(cfg: dict, sd: dict, ids: torch.Tensor) -> torch.Tensor:
         q, k = conv(u, f"{p}attn.qk_attn").split(d, dim=-1)
         q, k, v = split(q), split(k), split(matrix(u, f"{p}attn.v_attn"))
         if cfg["qk_norm_type"] == "rmsnorm":
-            q, k = _their_rmsnorm(q, sd[f"{p}attn.q_norm.scale"], eps), _their_rmsnorm(k, sd[f"{p}attn.k_norm.scale"], eps)
+            q, k = (
+                _their_rmsnorm(q, sd[f"{p}attn.q_norm.scale"], eps),
+                _their_rmsnorm(k, sd[f"{p}attn.k_norm.scale"], eps),
+            )
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // n)
         causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
         a = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
@@ -293,12 +426,14 @@ def _their_logits(cfg: dict, sd: dict, ids: torch.Tensor) -> torch.Tensor:
         if cfg["activation_function"] == "leaky_relu":
             h = torch.where(h >= 0, h, h * cfg["lrelu_neg_slope"])
         else:
-            h = {"gelu_new": lambda z: F.gelu(z, approximate="tanh"), "relu": F.relu, "gelu": F.gelu}[cfg["activation_function"]](h)
+            h = {"gelu_new": lambda z: F.gelu(z, approximate="tanh"), "relu": F.relu, "gelu": F.gelu}[
+                cfg["activation_function"]
+            ](h)
         return conv(h, f"{p}mlp.c_proj")
 
     for i in range(cfg["n_layer"]):
         p = f"transformer.h.{i}."
-        g = lambda name: sd[f"{p}{name}"]  # noqa: E731
+        g = lambda name, p=p: sd[f"{p}{name}"]  # noqa: E731
         u = norm(x, f"{p}ln_1")
         if cfg["parallel_layers"]:
             out = g("mlp_block_resid_gain") * mlp(u, p) + g("attn_block_resid_gain") * attention(u, p)
@@ -361,11 +496,14 @@ def test_converted_sas_p_decodes_with_cache():
         assert torch.equal(_their_logits(cfg, sd, cached[:, :-1])[:, -1].argmax(-1), cached[:, -1])
 
 
-@pytest.mark.parametrize("edit,listed", [
-    (lambda sd: sd.pop("transformer.h.1.mlp.c_fc.bias"), "transformer.h.1.mlp.c_fc.bias"),
-    (lambda sd: sd.__setitem__("transformer.h.0.attn.extra", torch.zeros(1)), "transformer.h.0.attn.extra"),
-    (lambda sd: sd.pop("transformer.h.0.attn.v_attn.skip_gain"), "transformer.h.0.attn.v_attn.skip_gain"),
-])
+@pytest.mark.parametrize(
+    "edit,listed",
+    [
+        (lambda sd: sd.pop("transformer.h.1.mlp.c_fc.bias"), "transformer.h.1.mlp.c_fc.bias"),
+        (lambda sd: sd.__setitem__("transformer.h.0.attn.extra", torch.zeros(1)), "transformer.h.0.attn.extra"),
+        (lambda sd: sd.pop("transformer.h.0.attn.v_attn.skip_gain"), "transformer.h.0.attn.v_attn.skip_gain"),
+    ],
+)
 def test_original_missing_or_unexpected_keys_are_listed(edit, listed):
     cfg = _their_config("sas")
     sd = _their_checkpoint(cfg)
@@ -374,12 +512,15 @@ def test_original_missing_or_unexpected_keys_are_listed(edit, listed):
         original_to_simplified(cfg, sd)
 
 
-@pytest.mark.parametrize("change,field", [
-    (dict(norm_position="post"), "norm_position"),
-    (dict(val_init_type="orth", value_skip_gain=1.0, value_resid_gain=1.0), "val_init_type"),
-    (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
-    (dict(activation_function="swish"), "activation_function"),
-])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (dict(norm_position="post"), "norm_position"),
+        (dict(val_init_type="orth", value_skip_gain=1.0, value_resid_gain=1.0), "val_init_type"),
+        (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
+        (dict(activation_function="swish"), "activation_function"),
+    ],
+)
 def test_original_incompatible_config_names_field(change, field):
     cfg = dict(_their_config("pre_ln"), **change)
     with pytest.raises(ConversionError, match=field):
@@ -453,8 +594,18 @@ def test_cli_runs_as_a_program(tmp_path):
     cfg = _their_config("sas_p_no_norms")
     sd = _their_checkpoint(cfg)
     _write_theirs(tmp_path / "theirs", cfg, sd)
-    run = subprocess.run([sys.executable, "-m", "modeling_simplified.conversion.cli", "original",
-                          str(tmp_path / "theirs"), str(tmp_path / "ours")], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "modeling_simplified.conversion.cli",
+            "original",
+            str(tmp_path / "theirs"),
+            str(tmp_path / "ours"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     model = SimplifiedForCausalLM.from_pretrained(tmp_path / "ours").eval()
     with torch.no_grad():
@@ -464,8 +615,18 @@ def test_cli_runs_as_a_program(tmp_path):
 def test_cli_bert_and_llama(tmp_path):
     from modeling_simplified import SimplifiedForMaskedLM, SimplifiedModel
 
-    bert = perturb_(BertForMaskedLM(BertConfig(num_hidden_layers=2, hidden_size=D, num_attention_heads=H,
-                                               intermediate_size=48, vocab_size=V, max_position_embeddings=32))).eval()
+    bert = perturb_(
+        BertForMaskedLM(
+            BertConfig(
+                num_hidden_layers=2,
+                hidden_size=D,
+                num_attention_heads=H,
+                intermediate_size=48,
+                vocab_size=V,
+                max_position_embeddings=32,
+            )
+        )
+    ).eval()
     bert.save_pretrained(tmp_path / "bert")
     assert main(["bert-to-simplified", str(tmp_path / "bert"), str(tmp_path / "ours-mlm")]) == 0
     inputs = _bert_inputs()
@@ -481,8 +642,18 @@ def test_cli_bert_and_llama(tmp_path):
         ours = SimplifiedModel.from_pretrained(tmp_path / "ours-enc").eval()
         expected = encoder(**inputs).last_hidden_state
         assert torch.allclose(ours(**inputs).last_hidden_state, expected, atol=1e-5, rtol=0)
-    llama = perturb_(LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, hidden_size=D, num_attention_heads=H,
-                                                  num_key_value_heads=H, intermediate_size=48, vocab_size=V))).eval()
+    llama = perturb_(
+        LlamaForCausalLM(
+            LlamaConfig(
+                num_hidden_layers=2,
+                hidden_size=D,
+                num_attention_heads=H,
+                num_key_value_heads=H,
+                intermediate_size=48,
+                vocab_size=V,
+            )
+        )
+    ).eval()
     llama.save_pretrained(tmp_path / "llama")
     assert main(["llama-to-simplified", str(tmp_path / "llama"), str(tmp_path / "ours-llama")]) == 0
     assert main(["simplified-to-llama", str(tmp_path / "ours-llama"), str(tmp_path / "llama-back")]) == 0

@@ -25,8 +25,14 @@ def prompt(length: int, seed: int = 0, batch: int = 1) -> torch.LongTensor:
 
 def decode_kwargs(**kw) -> dict:
     """Every step really decodes: no EOS, exactly NEW_TOKENS new tokens, per-step logits returned."""
-    return dict(max_new_tokens=NEW_TOKENS, eos_token_id=None, pad_token_id=PAD, output_logits=True,
-                return_dict_in_generate=True, **kw)
+    return dict(
+        max_new_tokens=NEW_TOKENS,
+        eos_token_id=None,
+        pad_token_id=PAD,
+        output_logits=True,
+        return_dict_in_generate=True,
+        **kw,
+    )
 
 
 def positions_from_mask(mask: torch.Tensor) -> torch.LongTensor:
@@ -50,7 +56,7 @@ def uncached_greedy(model, ids: torch.LongTensor, steps: int, mask: torch.Tensor
 def assert_logits_close(actual, expected):
     assert len(actual) == len(expected) == NEW_TOKENS
     for step, (a, e) in enumerate(zip(actual, expected)):
-        torch.testing.assert_close(a, e, atol=ATOL, rtol=0, msg=lambda m: f"step {step}: {m}")
+        torch.testing.assert_close(a, e, atol=ATOL, rtol=0, msg=lambda m, step=step: f"step {step}: {m}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -99,8 +105,9 @@ def test_sampling_cached_equals_uncached(block_type):
     runs = []
     for use_cache in (True, False):
         torch.manual_seed(1234)
-        runs.append(model.generate(ids, do_sample=True, top_k=0, temperature=1.0, use_cache=use_cache,
-                                   **decode_kwargs()))
+        runs.append(
+            model.generate(ids, do_sample=True, top_k=0, temperature=1.0, use_cache=use_cache, **decode_kwargs())
+        )
     cached, uncached = runs
     assert torch.equal(cached.sequences, uncached.sequences)
     assert_logits_close(cached.logits, uncached.logits)
@@ -108,8 +115,9 @@ def test_sampling_cached_equals_uncached(block_type):
     assert not torch.equal(cached.sequences, greedy.sequences)  # it really sampled
 
 
-@pytest.mark.parametrize(("position", "cache_cls"), [("sinusoidal", "static"), ("rotary", "dynamic"),
-                                                   ("learned", "static")])
+@pytest.mark.parametrize(
+    ("position", "cache_cls"), [("sinusoidal", "static"), ("rotary", "dynamic"), ("learned", "static")]
+)
 def test_chunked_prefill(block_type, position, cache_cls):
     """The prompt in 3 chunks through forward with the cache (one row left-padded), then single-token steps: every
     chunk's logits equal the full forward's, and the continuation equals uncached decoding."""
@@ -120,11 +128,19 @@ def test_chunked_prefill(block_type, position, cache_cls):
     steps = 8
     with torch.no_grad():
         full = model(ids, attention_mask=mask, position_ids=positions, use_cache=False).logits
-        cache = DynamicCache(config=model.config) if cache_cls == "dynamic" else StaticCache(
-            config=model.config, max_cache_len=ids.shape[1] + steps)
+        cache = (
+            DynamicCache(config=model.config)
+            if cache_cls == "dynamic"
+            else StaticCache(config=model.config, max_cache_len=ids.shape[1] + steps)
+        )
         for start, end in ((0, 3), (3, 8), (8, 11)):
-            chunk = model(ids[:, start:end], attention_mask=mask[:, :end], position_ids=positions[:, start:end],
-                          past_key_values=cache, use_cache=True).logits
+            chunk = model(
+                ids[:, start:end],
+                attention_mask=mask[:, :end],
+                position_ids=positions[:, start:end],
+                past_key_values=cache,
+                use_cache=True,
+            ).logits
             torch.testing.assert_close(chunk, full[:, start:end], atol=ATOL, rtol=0)
         assert int(cache.get_seq_length()) == ids.shape[1]
         expected_ids, expected_logits = uncached_greedy(model, ids, steps, mask)
@@ -132,8 +148,13 @@ def test_chunked_prefill(block_type, position, cache_cls):
         torch.testing.assert_close(chunk[:, -1], expected_logits[0], atol=ATOL, rtol=0)
         for step in range(1, steps):
             seq, mask = torch.cat([seq, next_token], -1), torch.cat([mask, torch.ones_like(mask[:, :1])], -1)
-            logits = model(next_token, attention_mask=mask, position_ids=positions_from_mask(mask)[:, -1:],
-                           past_key_values=cache, use_cache=True).logits[:, -1]
+            logits = model(
+                next_token,
+                attention_mask=mask,
+                position_ids=positions_from_mask(mask)[:, -1:],
+                past_key_values=cache,
+                use_cache=True,
+            ).logits[:, -1]
             torch.testing.assert_close(logits, expected_logits[step], atol=ATOL, rtol=0)
             next_token = logits.argmax(-1, keepdim=True)
     assert torch.equal(torch.cat([seq, next_token], -1), expected_ids)
@@ -142,8 +163,9 @@ def test_chunked_prefill(block_type, position, cache_cls):
 # ----------------------------------------------------------------------------------------------------------------
 # padding
 # ----------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("position", "cache"), [("sinusoidal", "dynamic"), ("rotary", "static"),
-                                               ("learned", "dynamic")])
+@pytest.mark.parametrize(
+    ("position", "cache"), [("sinusoidal", "dynamic"), ("rotary", "static"), ("learned", "dynamic")]
+)
 def test_left_padded_batch_equals_each_prompt_alone(block_type, position, cache):
     model = causal_lm(block_type, position_embedding_type=position)
     prompts = [prompt(n, seed=10 + n)[0] for n in (3, 8, 5)]
@@ -151,14 +173,16 @@ def test_left_padded_batch_equals_each_prompt_alone(block_type, position, cache)
     ids = torch.full((3, width), PAD, dtype=torch.long)
     mask = torch.zeros(3, width, dtype=torch.long)
     for row, p in enumerate(prompts):
-        ids[row, width - len(p):], mask[row, width - len(p):] = p, 1
+        ids[row, width - len(p) :], mask[row, width - len(p) :] = p, 1
     kwargs = decode_kwargs(do_sample=False, cache_implementation=cache)
     batch = model.generate(ids, attention_mask=mask, **kwargs)
     for row, p in enumerate(prompts):
         alone = model.generate(p[None], **kwargs)
-        assert torch.equal(batch.sequences[row, width:], alone.sequences[0, len(p):]), f"row {row}"
+        assert torch.equal(batch.sequences[row, width:], alone.sequences[0, len(p) :]), f"row {row}"
         for step, (b, a) in enumerate(zip(batch.logits, alone.logits)):
-            torch.testing.assert_close(b[row], a[0], atol=ATOL, rtol=0, msg=lambda m: f"row {row} step {step}: {m}")
+            torch.testing.assert_close(
+                b[row], a[0], atol=ATOL, rtol=0, msg=lambda m, row=row, step=step: f"row {row} step {step}: {m}"
+            )
 
 
 @pytest.mark.parametrize("padding_side", ["right", "left"])
@@ -198,8 +222,9 @@ def test_positions_follow_the_cache_offset(position):
         step = model(ids[:, -1:], past_key_values=cache, use_cache=True).logits[:, -1]
         cache = DynamicCache(config=model.config)
         model(ids[:, :-1], past_key_values=cache, use_cache=True)
-        at_zero = model(ids[:, -1:], position_ids=torch.zeros(1, 1, dtype=torch.long), past_key_values=cache,
-                        use_cache=True).logits[:, -1]
+        at_zero = model(
+            ids[:, -1:], position_ids=torch.zeros(1, 1, dtype=torch.long), past_key_values=cache, use_cache=True
+        ).logits[:, -1]
     torch.testing.assert_close(step, full, atol=ATOL, rtol=0)
     assert (at_zero - full).abs().max() > 1e-4
 
@@ -223,8 +248,15 @@ def test_generate_continues_from_returned_cache():
     model = causal_lm("sas_p")
     ids = prompt(5, seed=6)
     long = model.generate(ids, do_sample=False, max_new_tokens=12, eos_token_id=None, pad_token_id=PAD)
-    first = model.generate(ids, do_sample=False, max_new_tokens=6, eos_token_id=None, pad_token_id=PAD,
-                           return_dict_in_generate=True)
-    second = model.generate(first.sequences, past_key_values=first.past_key_values, do_sample=False,
-                            max_new_tokens=6, eos_token_id=None, pad_token_id=PAD)
+    first = model.generate(
+        ids, do_sample=False, max_new_tokens=6, eos_token_id=None, pad_token_id=PAD, return_dict_in_generate=True
+    )
+    second = model.generate(
+        first.sequences,
+        past_key_values=first.past_key_values,
+        do_sample=False,
+        max_new_tokens=6,
+        eos_token_id=None,
+        pad_token_id=PAD,
+    )
     assert torch.equal(second, long)

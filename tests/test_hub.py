@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import perturb_, tiny_config
+from conftest import TOKEN, perturb_, tiny_config
 from hub_server import HubServer, git_blob_sha
 
 from modeling_simplified import (
@@ -33,14 +33,18 @@ from modeling_simplified.hub_cards.export import main as export_main
 from modeling_simplified.hub_cards.push import main as push_main
 from modeling_simplified.hub_cards.push import make_api, push_export
 
-TOKEN = "hf_local_test_token"
 AUTO = {
     SimplifiedForCausalLM: "AutoModelForCausalLM",
     SimplifiedForMaskedLM: "AutoModelForMaskedLM",
     SimplifiedForSequenceClassification: "AutoModelForSequenceClassification",
 }
-EXPORT_FILES = {"README.md", "config.json", "configuration_simplified.py", "modeling_simplified.py",
-                "model.safetensors"}
+EXPORT_FILES = {
+    "README.md",
+    "config.json",
+    "configuration_simplified.py",
+    "modeling_simplified.py",
+    "model.safetensors",
+}
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json"}
 
 
@@ -73,10 +77,22 @@ def run_fresh(script: str, tmp_path: Path, *args: str, env: dict[str, str] | Non
     home, cwd = tmp_path / "fresh-hf-home", tmp_path / "fresh-cwd"
     cwd.mkdir(exist_ok=True)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    full_env.update(HF_HOME=str(home), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
-                    HF_HUB_DISABLE_PROGRESS_BARS="1", **(env or {}))
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", PRELUDE + textwrap.dedent(script), *args], cwd=cwd,
-                          env=full_env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    full_env.update(
+        HF_HOME=str(home),
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+        **(env or {}),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", PRELUDE + textwrap.dedent(script), *args],
+        cwd=cwd,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, f"fresh process failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return json.loads(proc.stdout.rsplit(RESULT, 1)[1])
 
@@ -105,41 +121,20 @@ def reference(model, path: Path) -> Path:
     torch.set_num_threads(1)
     try:
         ids, mask = _inputs(model.config.vocab_size)
-        ref = {"input_ids": ids, "attention_mask": mask,
-               "hidden": model.model(input_ids=ids, attention_mask=mask).last_hidden_state,
-               "logits": model(input_ids=ids, attention_mask=mask).logits}
+        ref = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "hidden": model.model(input_ids=ids, attention_mask=mask).last_hidden_state,
+            "logits": model(input_ids=ids, attention_mask=mask).logits,
+        }
         if isinstance(model, SimplifiedForCausalLM):
-            ref["generated"] = model.generate(ids[:1], max_new_tokens=4, do_sample=False, eos_token_id=None,
-                                              pad_token_id=0).tolist()
+            ref["generated"] = model.generate(
+                ids[:1], max_new_tokens=4, do_sample=False, eos_token_id=None, pad_token_id=0
+            ).tolist()
     finally:
         torch.set_num_threads(threads)
     torch.save(ref, path)
     return path
-
-
-# ------------------------------------------------------------------------------------------------------------------
-# fixtures: the local Hub
-# ------------------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def local_hub(tmp_path_factory):
-    """A local Hub-protocol server (token required for writes and private reads)."""
-    with HubServer(tmp_path_factory.mktemp("hub-data"), token=TOKEN) as hub:
-        yield hub
-
-
-@pytest.fixture
-def hub_env(local_hub, monkeypatch):
-    """Point this process's huggingface_hub / transformers at the local Hub (conftest turns offline mode on)."""
-    import huggingface_hub.constants as constants
-    import transformers.utils.hub as tf_hub
-
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "ENDPOINT", local_hub.url)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", local_hub.url + "/{repo_id}/resolve/{revision}/{filename}")
-    monkeypatch.setattr(tf_hub, "_hf_api", None)
-    monkeypatch.setenv("HF_ENDPOINT", local_hub.url)
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
-    return local_hub
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -175,15 +170,17 @@ def test_local_hub_protocol(hub_env, tmp_path):
     assert {s.rfilename for s in api.model_info("proto/repo").siblings} == {".gitattributes", "a/x.txt"}
     tree = {e.path: type(e).__name__ for e in api.list_repo_tree("proto/repo")}
     assert tree == {".gitattributes": "RepoFile", "a": "RepoFolder"}
-    assert [e.path for e in api.list_repo_tree("proto/repo", recursive=True) if type(e).__name__ == "RepoFile"] \
-        == [".gitattributes", "a/x.txt"]
+    assert [e.path for e in api.list_repo_tree("proto/repo", recursive=True) if type(e).__name__ == "RepoFile"] == [
+        ".gitattributes",
+        "a/x.txt",
+    ]
     assert [c.commit_id for c in api.list_repo_commits("proto/repo")][:2] == [second.oid, first.oid]
 
-    meta = get_hf_file_metadata(hf_hub_url("proto/repo", "a/x.txt", revision=first.oid, endpoint=hub_env.url),
-                                token=TOKEN)
+    meta = get_hf_file_metadata(
+        hf_hub_url("proto/repo", "a/x.txt", revision=first.oid, endpoint=hub_env.url), token=TOKEN
+    )
     assert (meta.commit_hash, meta.etag, meta.size) == (first.oid, git_blob_sha(b"one"), 3)
-    kw = dict(repo_id="proto/repo", filename="a/x.txt", cache_dir=tmp_path / "cache", endpoint=hub_env.url,
-              token=TOKEN)
+    kw = dict(repo_id="proto/repo", filename="a/x.txt", cache_dir=tmp_path / "cache", endpoint=hub_env.url, token=TOKEN)
     assert Path(hf_hub_download(**kw, revision=first.oid)).read_bytes() == b"one"
     assert Path(hf_hub_download(**kw)).read_bytes() == b"two"
 
@@ -198,8 +195,9 @@ def test_local_hub_protocol(hub_env, tmp_path):
         HfApi(endpoint=hub_env.url, token=False).model_info("proto/private")
     assert api.model_info("proto/private").private is True
     with pytest.raises(HfHubHTTPError) as err:  # writes need the token
-        HfApi(endpoint=hub_env.url, token="wrong").upload_file(path_or_fileobj=b"x", path_in_repo="y",
-                                                                repo_id="proto/repo")
+        HfApi(endpoint=hub_env.url, token="wrong").upload_file(
+            path_or_fileobj=b"x", path_in_repo="y", repo_id="proto/repo"
+        )
     assert err.value.response.status_code == 401
     assert any(r.startswith("POST /api/models/proto/repo/preupload/main") for r in hub_env.requests)
 
@@ -207,18 +205,25 @@ def test_local_hub_protocol(hub_env, tmp_path):
 # ------------------------------------------------------------------------------------------------------------------
 # export folders
 # ------------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("cls", [SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification,
-                                 SimplifiedModel])
+@pytest.mark.parametrize(
+    "cls", [SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification, SimplifiedModel]
+)
 def test_export_folder_is_exactly_the_hub_folder(cls, tmp_path, bpe_tokenizer):
-    model = (make_model(cls, "sas", vocab_size=len(bpe_tokenizer)) if cls is not SimplifiedModel
-             else SimplifiedModel(tiny_config("sas")))
+    model = (
+        make_model(cls, "sas", vocab_size=len(bpe_tokenizer))
+        if cls is not SimplifiedModel
+        else SimplifiedModel(tiny_config("sas"))
+    )
     curve = tmp_path / "curve.png"
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.figure(figsize=(2, 2)); plt.plot([3.0, 2.0, 1.5]); plt.savefig(curve); plt.close()  # noqa: E702
+    plt.figure(figsize=(2, 2))
+    plt.plot([3.0, 2.0, 1.5])
+    plt.savefig(curve)
+    plt.close()  # noqa: E702
     out = export_model(model, tmp_path / "export", tokenizer=bpe_tokenizer, run_info={"loss_curve": str(curve)})
     files = {p.name for p in out.iterdir()}
     expected = EXPORT_FILES | TOKENIZER_FILES | {"loss_curve.png"}
@@ -264,15 +269,18 @@ def test_export_refuses_foreign_folders_and_replaces_previous_exports(tmp_path):
         export_model(model, out)
 
 
-@pytest.mark.parametrize("run_info, message", [
-    ({"stepz": 3}, r"run_info key 'stepz' is not known; allowed keys: dataset, datasets, steps"),
-    ({"steps": "many"}, r"run_info\['steps'\] must be an int, got 'many'"),
-    ({"steps": 2.5}, r"run_info\['steps'\] must be an int, got 2.5"),
-    ({"eval_loss": True}, r"run_info\['eval_loss'\] must be a number, got True"),
-    ({"eval_loss": float("nan")}, r"run_info\['eval_loss'\] must be finite"),
-    ({"datasets": ["a", 3]}, r"run_info\['datasets'\] must be a list of str"),
-    ({"loss_curve": __file__}, r"run_info\['loss_curve'\] must be an existing PNG file"),
-])
+@pytest.mark.parametrize(
+    "run_info, message",
+    [
+        ({"stepz": 3}, r"run_info key 'stepz' is not known; allowed keys: dataset, datasets, steps"),
+        ({"steps": "many"}, r"run_info\['steps'\] must be an int, got 'many'"),
+        ({"steps": 2.5}, r"run_info\['steps'\] must be an int, got 2.5"),
+        ({"eval_loss": True}, r"run_info\['eval_loss'\] must be a number, got True"),
+        ({"eval_loss": float("nan")}, r"run_info\['eval_loss'\] must be finite"),
+        ({"datasets": ["a", 3]}, r"run_info\['datasets'\] must be a list of str"),
+        ({"loss_curve": __file__}, r"run_info\['loss_curve'\] must be an existing PNG file"),
+    ],
+)
 def test_export_rejects_bad_run_info(run_info, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         export_model(make_model(SimplifiedForCausalLM, "sas"), tmp_path / "out", run_info=run_info)
@@ -282,8 +290,15 @@ def test_export_rejects_bad_run_info(run_info, message, tmp_path):
 def test_run_info_accepts_numpy_scalars_and_drops_none():
     import numpy as np
 
-    checked = card_mod.validate_run_info({"steps": np.int64(5), "tokens_seen": 640.0, "eval_loss": np.float32(2.5),
-                                          "perplexity": None, "datasets": ("a", "b")})
+    checked = card_mod.validate_run_info(
+        {
+            "steps": np.int64(5),
+            "tokens_seen": 640.0,
+            "eval_loss": np.float32(2.5),
+            "perplexity": None,
+            "datasets": ("a", "b"),
+        }
+    )
     assert checked == {"steps": 5, "tokens_seen": 640, "eval_loss": 2.5, "datasets": ["a", "b"]}
     assert [type(checked[k]) for k in ("steps", "tokens_seen", "eval_loss")] == [int, int, float]
 
@@ -294,14 +309,36 @@ def test_export_from_trainer_checkpoint_and_cli(tmp_path, bpe_tokenizer, capsys)
     model.save_pretrained(ckpt)
     bpe_tokenizer.save_pretrained(ckpt)
     (ckpt / "optimizer.pt").write_bytes(b"not an export file")
-    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 40, "log_history": [
-        {"loss": 4.5, "learning_rate": 0.001, "step": 20}, {"loss": 3.25, "learning_rate": 0.0005, "step": 40},
-        {"eval_loss": 3.5, "step": 40, "num_input_tokens_seen": 5120}]}))
+    (ckpt / "trainer_state.json").write_text(
+        json.dumps(
+            {
+                "global_step": 40,
+                "log_history": [
+                    {"loss": 4.5, "learning_rate": 0.001, "step": 20},
+                    {"loss": 3.25, "learning_rate": 0.0005, "step": 40},
+                    {"eval_loss": 3.5, "step": 40, "num_input_tokens_seen": 5120},
+                ],
+            }
+        )
+    )
     run_info = tmp_path / "run_info.json"
     run_info.write_text(json.dumps({"learning_rate": 0.002, "train_loss": 3.0}))  # explicit facts win
 
-    assert export_main([str(ckpt), str(tmp_path / "out"), "--dataset", "stdlib-code", "--run-info",
-                        str(run_info), "--repo-id", "me/sas-p-tiny"]) == 0
+    assert (
+        export_main(
+            [
+                str(ckpt),
+                str(tmp_path / "out"),
+                "--dataset",
+                "stdlib-code",
+                "--run-info",
+                str(run_info),
+                "--repo-id",
+                "me/sas-p-tiny",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "exported to" in printed and "model.safetensors" in printed
     out = tmp_path / "out"
@@ -312,14 +349,23 @@ def test_export_from_trainer_checkpoint_and_cli(tmp_path, bpe_tokenizer, capsys)
     state = model.state_dict()
     assert saved and all(torch.equal(saved[k], state[k]) for k in saved)
     text = (out / "README.md").read_text()
-    for row in ("| optimizer steps | 40 |", "| final training loss | 3 |", "| final evaluation loss | 3.5 |",
-                "| tokens seen | 5,120 |", "| peak learning rate | 0.002 |", "| data | stdlib-code |",
-                f"| evaluation perplexity | {math.exp(3.5):.4g} |", 'REPO_ID = "me/sas-p-tiny"'):
+    for row in (
+        "| optimizer steps | 40 |",
+        "| final training loss | 3 |",
+        "| final evaluation loss | 3.5 |",
+        "| tokens seen | 5,120 |",
+        "| peak learning rate | 0.002 |",
+        "| data | stdlib-code |",
+        f"| evaluation perplexity | {math.exp(3.5):.4g} |",
+        'REPO_ID = "me/sas-p-tiny"',
+    ):
         assert row in text, row
 
     # errors: one line naming the problem, exit status 2, no traceback
-    for argv, message in (([str(tmp_path / "nowhere"), str(tmp_path / "o2")], "has no config.json"),
-                          ([str(ckpt), str(ckpt)], "is not empty and is not a previous export")):
+    for argv, message in (
+        ([str(tmp_path / "nowhere"), str(tmp_path / "o2")], "has no config.json"),
+        ([str(ckpt), str(ckpt)], "is not empty and is not a previous export"),
+    ):
         with pytest.raises(SystemExit) as exit_info:
             export_main(argv)
         assert exit_info.value.code == 2
@@ -333,14 +379,22 @@ def test_export_from_trainer_checkpoint_and_cli(tmp_path, bpe_tokenizer, capsys)
 def test_card_metadata_parses_and_validates(hub_env, tmp_path, bpe_tokenizer, wordpiece_tokenizer):
     from huggingface_hub import ModelCard
 
-    cases = [(SimplifiedForCausalLM, "sas", bpe_tokenizer, "text-generation"),
-             (SimplifiedForMaskedLM, "normformer", wordpiece_tokenizer, "fill-mask"),
-             (SimplifiedForSequenceClassification, "simplest", wordpiece_tokenizer, "text-classification")]
+    cases = [
+        (SimplifiedForCausalLM, "sas", bpe_tokenizer, "text-generation"),
+        (SimplifiedForMaskedLM, "normformer", wordpiece_tokenizer, "fill-mask"),
+        (SimplifiedForSequenceClassification, "simplest", wordpiece_tokenizer, "text-classification"),
+    ]
     for cls, block_type, tokenizer, pipeline_tag in cases:
         model = make_model(cls, block_type, vocab_size=len(tokenizer))
-        run_info = {"dataset": "embedded: stdlib text", "datasets": ["stdlib-code", "me/pydoc-topics"],
-                    "eval_loss": 2.0, "train_loss": 1.9,
-                    "steps": 100, "license": "mit", "base_model": "me/base"}
+        run_info = {
+            "dataset": "embedded: stdlib text",
+            "datasets": ["stdlib-code", "me/pydoc-topics"],
+            "eval_loss": 2.0,
+            "train_loss": 1.9,
+            "steps": 100,
+            "license": "mit",
+            "base_model": "me/base",
+        }
         out = export_model(model, tmp_path / cls.__name__, tokenizer=tokenizer, run_info=run_info)
         card = ModelCard.load(out / "README.md")
         data = card.data
@@ -352,8 +406,11 @@ def test_card_metadata_parses_and_validates(hub_env, tmp_path, bpe_tokenizer, wo
         assert {(r.dataset_name, r.dataset_type) for r in data.eval_results} == {("embedded: stdlib text", "custom")}
         assert data.base_model == "me/base"
         metrics = {r.metric_type: r.metric_value for r in data.eval_results}
-        expected = {"loss": 2.0} if cls is SimplifiedForSequenceClassification else \
-            {"loss": 2.0, "perplexity": round(math.exp(2.0), 4)}
+        expected = (
+            {"loss": 2.0}
+            if cls is SimplifiedForSequenceClassification
+            else {"loss": 2.0, "perplexity": round(math.exp(2.0), 4)}
+        )
         assert metrics == expected
         assert {r.task_type for r in data.eval_results} == {pipeline_tag}
         assert "model-index" in card.content and "trust_remote_code=True" in card.text
@@ -376,34 +433,54 @@ def test_card_parameter_saving_against_pre_ln_twin(tmp_path):
     # fields the user set explicitly survive in the twin; preset fields are reset to pre_ln's
     custom = tiny_config("simplest", hidden_act="swiglu", intermediate_size=48, attention_bias=True)
     twin_config = card_mod.pre_ln_twin(custom)
-    assert (twin_config.block_type, twin_config.hidden_act, twin_config.intermediate_size,
-            twin_config.attention_bias, twin_config.norm_type, twin_config.value_mode) == \
-        ("pre_ln", "swiglu", 48, True, "rmsnorm", "linear")
+    assert (
+        twin_config.block_type,
+        twin_config.hidden_act,
+        twin_config.intermediate_size,
+        twin_config.attention_bias,
+        twin_config.norm_type,
+        twin_config.value_mode,
+    ) == ("pre_ln", "swiglu", 48, True, "rmsnorm", "linear")
     # the paper's shapes (He & Hofmann §4.2 and Table 1; NormFormer Table 2), counted on the meta device
-    gpt = dict(vocab_size=50257, hidden_size=768, num_hidden_layers=18, num_attention_heads=12,
-               position_embedding_type="learned")
+    gpt = dict(
+        vocab_size=50257,
+        hidden_size=768,
+        num_hidden_layers=18,
+        num_attention_heads=12,
+        position_embedding_type="learned",
+    )
     sas = card_mod.parameter_report(SimplifiedConfig(block_type="sas", **gpt), "SimplifiedForCausalLM")
     assert (round(sas["pre_ln_parameters"] / 1e6), round(sas["parameters"] / 1e6)) == (167, 146)
-    bert = dict(vocab_size=32768, hidden_size=768, num_hidden_layers=16, num_attention_heads=12,
-                hidden_act="geglu", intermediate_size=1536, norm_type="layernorm",
-                position_embedding_type="sinusoidal")  # cramming's parameter-free positions
+    bert = dict(
+        vocab_size=32768,
+        hidden_size=768,
+        num_hidden_layers=16,
+        num_attention_heads=12,
+        hidden_act="geglu",
+        intermediate_size=1536,
+        norm_type="layernorm",
+        position_embedding_type="sinusoidal",
+    )  # cramming's parameter-free positions
     sas_p = card_mod.parameter_report(SimplifiedConfig(block_type="sas_p", **bert), "SimplifiedForMaskedLM")
     assert (round(sas_p["pre_ln_parameters"] / 1e6), math.floor(sas_p["parameters"] / 1e6)) == (120, 101)
-    normformer = card_mod.parameter_report(SimplifiedConfig(block_type="normformer", **{**gpt, "num_hidden_layers": 12}),
-                                           "SimplifiedForCausalLM")
+    normformer = card_mod.parameter_report(
+        SimplifiedConfig(block_type="normformer", **{**gpt, "num_hidden_layers": 12}), "SimplifiedForCausalLM"
+    )
     assert 0.05e6 < -normformer["saving"] < 0.2e6  # NormFormer adds ~0.1M at the 125M shape
 
     text = export_model(make_model(SimplifiedForCausalLM, "sas"), tmp_path / "out").joinpath("README.md").read_text()
     assert f"| this model (`sas`) | {own:,} |" in text
     assert f"{report['saving']:,} fewer ({report['saving_pct']:.1f}% fewer than Pre-LN)" in text
     assert "the attention output projections W^P in every block" in text
-    text = export_model(make_model(SimplifiedForCausalLM, "normformer"), tmp_path / "nf").joinpath("README.md").read_text()
+    text = (
+        export_model(make_model(SimplifiedForCausalLM, "normformer"), tmp_path / "nf").joinpath("README.md").read_text()
+    )
     assert "more than Pre-LN" in text and "keeps every component" in text
 
 
 def test_pin_snippet_rewrites_only_the_snippet_lines():
     snippet = card_mod.usage_snippet("SimplifiedForCausalLM")
-    text = f"intro REVISION = \"x\"\n```python\n{snippet}\n```\n"
+    text = f'intro REVISION = "x"\n```python\n{snippet}\n```\n'
     pinned = card_mod.pin_snippet(text, "me/model", "a" * 40)
     assert 'REPO_ID = "me/model"' in pinned and f'REVISION = "{"a" * 40}"  # pin a commit sha' in pinned
     assert pinned.count("a" * 40) == 1 and 'intro REVISION = "x"' in pinned
@@ -448,9 +525,12 @@ LOAD_FOLDERS = r"""
                                         "modeling_simplified_imported": "modeling_simplified" in sys.modules}))
 """
 
-FOLDER_CASES = ([(SimplifiedForCausalLM, bt) for bt in BLOCK_TYPES]
-                + [(SimplifiedForMaskedLM, "sas_p"), (SimplifiedForMaskedLM, "post_ln"),
-                   (SimplifiedForSequenceClassification, "sas"), (SimplifiedForSequenceClassification, "normformer")])
+FOLDER_CASES = [(SimplifiedForCausalLM, bt) for bt in BLOCK_TYPES] + [
+    (SimplifiedForMaskedLM, "sas_p"),
+    (SimplifiedForMaskedLM, "post_ln"),
+    (SimplifiedForSequenceClassification, "sas"),
+    (SimplifiedForSequenceClassification, "normformer"),
+]
 
 
 def test_isolated_process_cannot_import_the_package(tmp_path):
@@ -460,8 +540,9 @@ def test_isolated_process_cannot_import_the_package(tmp_path):
     plain = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert json.loads(plain.stdout) is False  # the venv's editable finder makes it importable...
     isolated = PRELUDE.split("import torch")[0] + "print('isolated')"
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", isolated], cwd=tmp_path, env=env, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", isolated], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "isolated", proc.stderr  # ...the prelude's asserts hide it
 
 
@@ -471,8 +552,14 @@ def test_exported_folders_load_in_a_fresh_process(tmp_path):
         name = f"{cls.__name__}-{block_type}"
         model = make_model(cls, block_type, seed=len(manifest))
         out = export_model(model, tmp_path / name)
-        manifest.append({"name": name, "dir": str(out), "auto": AUTO[cls],
-                         "reference": str(reference(model, tmp_path / f"{name}.pt"))})
+        manifest.append(
+            {
+                "name": name,
+                "dir": str(out),
+                "auto": AUTO[cls],
+                "reference": str(reference(model, tmp_path / f"{name}.pt")),
+            }
+        )
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     report = run_fresh(LOAD_FOLDERS, tmp_path, str(tmp_path / "manifest.json"), env={"HF_HUB_OFFLINE": "1"})
     assert report["modeling_simplified_imported"] is False
@@ -532,8 +619,9 @@ def test_push_and_load_from_the_local_hub(hub_env, tmp_path, capsys, bpe_tokeniz
     loads, snippets = [], {}
 
     def load(name, repo, revision, model, ref):
-        loads.append({"name": name, "repo": repo, "revision": revision, "auto": AUTO[type(model)],
-                      "reference": str(ref)})
+        loads.append(
+            {"name": name, "repo": repo, "revision": revision, "auto": AUTO[type(model)], "reference": str(ref)}
+        )
 
     # 1. the CLI, twice to one repo: the first sha must keep serving the first model
     eos = {"eos_token_id": bpe_tokenizer.eos_token_id, "pad_token_id": bpe_tokenizer.pad_token_id}
@@ -541,8 +629,12 @@ def test_push_and_load_from_the_local_hub(hub_env, tmp_path, capsys, bpe_tokeniz
     second = make_model(SimplifiedForCausalLM, "sas_p", seed=2, vocab_size=len(bpe_tokenizer), **eos)
     shas = []
     for i, model in enumerate((first, second)):
-        export_model(model, tmp_path / f"causal{i}", tokenizer=bpe_tokenizer,
-                     run_info={"dataset": "stdlib-code", "eval_loss": 3.0 - i})
+        export_model(
+            model,
+            tmp_path / f"causal{i}",
+            tokenizer=bpe_tokenizer,
+            run_info={"dataset": "stdlib-code", "eval_loss": 3.0 - i},
+        )
         assert push_main([str(tmp_path / f"causal{i}"), "me/causal", "--commit-message", f"model {i}"]) == 0
         printed = capsys.readouterr().out
         sha = re.search(r"^sha: ([0-9a-f]{40})$", printed, re.MULTILINE).group(1)
@@ -551,8 +643,12 @@ def test_push_and_load_from_the_local_hub(hub_env, tmp_path, capsys, bpe_tokeniz
         load(f"causal{i}-by-sha", "me/causal", sha, model, reference(model, tmp_path / f"causal{i}.pt"))
     load("causal-by-id", "me/causal", None, second, tmp_path / "causal1.pt")
     commits = [c.title for c in api.list_repo_commits("me/causal")]
-    assert commits[:4] == [f"Pin the card's usage snippet to {shas[1]}", "model 1",
-                           f"Pin the card's usage snippet to {shas[0]}", "model 0"]
+    assert commits[:4] == [
+        f"Pin the card's usage snippet to {shas[1]}",
+        "model 1",
+        f"Pin the card's usage snippet to {shas[0]}",
+        "model 0",
+    ]
     readme = Path(hf_hub_download("me/causal", "README.md", cache_dir=tmp_path / "c", token=TOKEN)).read_text()
     snippets["causal"] = _snippet(readme)
     assert f'REVISION = "{shas[1]}"' in snippets["causal"] and 'REPO_ID = "me/causal"' in snippets["causal"]
@@ -564,8 +660,9 @@ def test_push_and_load_from_the_local_hub(hub_env, tmp_path, capsys, bpe_tokeniz
     result = push_export(tmp_path / "mlm", "me/mlm", private=True, revision="v1")
     assert api.model_info("me/mlm", revision="v1").sha == result.card_commit_sha
     load("mlm-by-sha", "me/mlm", result.commit_sha, mlm, reference(mlm, tmp_path / "mlm.pt"))
-    readme = Path(hf_hub_download("me/mlm", "README.md", revision="v1", cache_dir=tmp_path / "c",
-                                  token=TOKEN)).read_text()
+    readme = Path(
+        hf_hub_download("me/mlm", "README.md", revision="v1", cache_dir=tmp_path / "c", token=TOKEN)
+    ).read_text()
     snippets["mlm"] = _snippet(readme)
 
     # 3. transformers' own push_to_hub also makes a loadable custom-code repo
@@ -576,9 +673,11 @@ def test_push_and_load_from_the_local_hub(hub_env, tmp_path, capsys, bpe_tokeniz
     load("push_to_hub", "me/via-push-to-hub", None, pushed, reference(pushed, tmp_path / "pushed.pt"))
 
     # errors: one line, exit status 1
-    for argv, env, message in (([str(tmp_path / "mlm"), "me/x"], {"HF_TOKEN": "wrong"}, "401"),
-                               ([str(tmp_path), "me/x"], {}, "is not an export folder"),
-                               ([str(tmp_path / "mlm"), "no-namespace"], {}, "REPO_ID must look like")):
+    for argv, env, message in (
+        ([str(tmp_path / "mlm"), "me/x"], {"HF_TOKEN": "wrong"}, "401"),
+        ([str(tmp_path), "me/x"], {}, "is not an export folder"),
+        ([str(tmp_path / "mlm"), "no-namespace"], {}, "REPO_ID must look like"),
+    ):
         with pytest.MonkeyPatch.context() as mp:
             for k, v in env.items():
                 mp.setenv(k, v)
@@ -589,8 +688,12 @@ def test_push_and_load_from_the_local_hub(hub_env, tmp_path, capsys, bpe_tokeniz
         assert "Traceback" not in err
 
     (tmp_path / "manifest.json").write_text(json.dumps({"loads": loads, "snippets": snippets}))
-    report = run_fresh(LOAD_PUSHED, tmp_path, str(tmp_path / "manifest.json"),
-                       env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"})
+    report = run_fresh(
+        LOAD_PUSHED,
+        tmp_path,
+        str(tmp_path / "manifest.json"),
+        env={"HF_ENDPOINT": hub_env.url, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0"},
+    )
     assert [r["name"] for r in report["results"]] == [case["name"] for case in loads]
     for res in report["results"]:
         assert res["logits_equal"], res
@@ -615,18 +718,31 @@ def test_readme_publish_commands_run_as_written(tmp_path, bpe_tokenizer):
     assert f"HF_TOKEN={token}" in server_block
     # the checkpoint the README exports: a Trainer-style folder at the path it names
     ckpt = tmp_path / re.search(r"simplified-export (\S+)", export_push_load[0]).group(1)
-    model = make_model(SimplifiedForCausalLM, "sas_p", vocab_size=len(bpe_tokenizer),
-                       eos_token_id=bpe_tokenizer.eos_token_id)
+    model = make_model(
+        SimplifiedForCausalLM, "sas_p", vocab_size=len(bpe_tokenizer), eos_token_id=bpe_tokenizer.eos_token_id
+    )
     model.save_pretrained(ckpt)
     bpe_tokenizer.save_pretrained(ckpt)
     (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 20, "log_history": [{"loss": 5.0}]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     with HubServer(tmp_path / "hub", token=token) as hub:
-        env.update(HF_ENDPOINT=hub.url, HF_TOKEN=token, HF_HUB_OFFLINE="0", HF_HOME=str(tmp_path / "home"),
-                   PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
+        env.update(
+            HF_ENDPOINT=hub.url,
+            HF_TOKEN=token,
+            HF_HUB_OFFLINE="0",
+            HF_HOME=str(tmp_path / "home"),
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
+        )
         script = "set -euo pipefail\n" + "\n".join(export_push_load)
-        proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=600)
+        proc = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=600,
+        )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "exported to" in proc.stdout and proc.stdout.rstrip().splitlines()[-1].startswith("def main(")
     assert any(r.startswith("POST /api/models/your-name/") for r in hub.requests)

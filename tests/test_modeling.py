@@ -15,7 +15,10 @@ from modeling_simplified import (
 )
 from modeling_simplified.modeling_simplified import ReparamLinear
 
-HEADS = {"causal": (SimplifiedForCausalLM, AutoModelForCausalLM), "masked": (SimplifiedForMaskedLM, AutoModelForMaskedLM)}
+HEADS = {
+    "causal": (SimplifiedForCausalLM, AutoModelForCausalLM),
+    "masked": (SimplifiedForMaskedLM, AutoModelForMaskedLM),
+}
 SHAPED = ("value_skipinit", "sas", "sas_p", "simplest")
 
 
@@ -136,8 +139,9 @@ def test_sequence_classification_grads_and_round_trip(tmp_path):
     assert type(reloaded) is SimplifiedForSequenceClassification
     _assert_state_equal(model, reloaded)
     with torch.no_grad():
-        assert torch.equal(model(input_ids=ids, attention_mask=mask).logits,
-                           reloaded(input_ids=ids, attention_mask=mask).logits)
+        assert torch.equal(
+            model(input_ids=ids, attention_mask=mask).logits, reloaded(input_ids=ids, attention_mask=mask).logits
+        )
 
 
 def test_auto_from_config():
@@ -148,7 +152,9 @@ def test_auto_from_config():
     masked = AutoModelForMaskedLM.from_config(SimplifiedConfig(block_type="sas_p", **TINY))
     assert type(masked) is SimplifiedForMaskedLM and masked.config.is_causal is False
     assert type(AutoModel.from_config(SimplifiedConfig(block_type="sas", **TINY))) is SimplifiedModel
-    assert type(AutoModelForSequenceClassification.from_config(tiny_config("sas"))) is SimplifiedForSequenceClassification
+    assert (
+        type(AutoModelForSequenceClassification.from_config(tiny_config("sas"))) is SimplifiedForSequenceClassification
+    )
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
@@ -185,7 +191,7 @@ def test_simplified_init(block_type):
         assert torch.all(layer.mlp_gain.weight == config.beta_ff_init)
         if block_type == "value_skipinit":
             assert attn.mixing.gamma is None
-            value = attn.qkv.proj.weight[2 * d:]
+            value = attn.qkv.proj.weight[2 * d :]
             torch.testing.assert_close(value @ value.T, torch.eye(d), atol=1e-5, rtol=0)
             continue
         assert torch.all(attn.mixing.gamma.weight == config.shaped_gamma_init)
@@ -217,8 +223,16 @@ def test_vocab_padding_never_predicts_padded_logits():
 
 
 def test_all_block_types_covered():
-    assert set(BLOCK_TYPES) == {"pre_ln", "post_ln", "parallel", "value_skipinit", "sas", "sas_p", "simplest",
-                                "normformer"}
+    assert set(BLOCK_TYPES) == {
+        "pre_ln",
+        "post_ln",
+        "parallel",
+        "value_skipinit",
+        "sas",
+        "sas_p",
+        "simplest",
+        "normformer",
+    }
 
 
 def test_heads_never_change_the_callers_config():
@@ -253,12 +267,14 @@ def test_loading_a_checkpoint_without_causality(tmp_path):
     _assert_state_equal(model, reloaded)
     ids, mask = _batch()
     with torch.no_grad():
-        assert torch.equal(model(input_ids=ids, attention_mask=mask).logits,
-                           reloaded(input_ids=ids, attention_mask=mask).logits)
+        assert torch.equal(
+            model(input_ids=ids, attention_mask=mask).logits, reloaded(input_ids=ids, attention_mask=mask).logits
+        )
 
 
-@pytest.mark.parametrize("cls", [SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification,
-                                 SimplifiedModel])
+@pytest.mark.parametrize(
+    "cls", [SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification, SimplifiedModel]
+)
 def test_build_train_save_load_log_no_warning(cls, tmp_path):
     """Building, a training step, saving, reloading (class and Auto class) and generating log no transformers warning,
     e.g. an unrecognised `loss_type` (the loss is chosen from the head's class name)."""
@@ -281,8 +297,11 @@ def test_build_train_save_load_log_no_warning(cls, tmp_path):
         (out.loss if labels is not None else out.last_hidden_state.sum()).backward()
         model.save_pretrained(tmp_path)
         cls.from_pretrained(tmp_path)
-        auto = {SimplifiedForCausalLM: AutoModelForCausalLM, SimplifiedForMaskedLM: AutoModelForMaskedLM,
-                SimplifiedForSequenceClassification: AutoModelForSequenceClassification}.get(cls, AutoModel)
+        auto = {
+            SimplifiedForCausalLM: AutoModelForCausalLM,
+            SimplifiedForMaskedLM: AutoModelForMaskedLM,
+            SimplifiedForSequenceClassification: AutoModelForSequenceClassification,
+        }.get(cls, AutoModel)
         reloaded = auto.from_pretrained(tmp_path, trust_remote_code=True)
         reloaded(input_ids=ids, attention_mask=mask)
         if cls is SimplifiedForCausalLM:

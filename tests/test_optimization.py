@@ -30,8 +30,11 @@ def _unique_trainable(model: torch.nn.Module) -> dict[int, torch.nn.Parameter]:
 
 @pytest.mark.parametrize("head", HEADS)
 def test_groups_hold_exactly_the_matrices(block_type, head):
-    model = HEADS[head](tiny_config(block_type, attention_bias=True, mlp_bias=True, residual_scale=block_type in (
-        "pre_ln", "normformer")))
+    model = HEADS[head](
+        tiny_config(
+            block_type, attention_bias=True, mlp_bias=True, residual_scale=block_type in ("pre_ln", "normformer")
+        )
+    )
     decay, no_decay = parameter_groups(model, weight_decay=0.1)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     decay_ids = [id(p) for p in decay["params"]]

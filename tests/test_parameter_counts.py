@@ -6,15 +6,32 @@ import torch
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
 
 #: He & Hofmann §4.2: 18 blocks, d = 768, 12 heads, MLP 3072, GPT-2's 50K vocabulary.
-CODEPARROT = dict(num_hidden_layers=18, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-                  vocab_size=50257)
+CODEPARROT = dict(
+    num_hidden_layers=18, hidden_size=768, num_attention_heads=12, intermediate_size=3072, vocab_size=50257
+)
 #: Crammed BERT (App. D.2): 16 blocks, GLU with GELU whose 3072 hidden units are halved by the gate, 32768 WordPiece.
-CRAMMED_BERT = dict(num_hidden_layers=16, hidden_size=768, num_attention_heads=12, hidden_act="geglu",
-                    intermediate_size=1536, vocab_size=32768, norm_type="layernorm", norm_eps=1e-12,
-                    beta_ff_init=0.05, position_embedding_type="sinusoidal")  # cramming: parameter-free positions
+CRAMMED_BERT = dict(
+    num_hidden_layers=16,
+    hidden_size=768,
+    num_attention_heads=12,
+    hidden_act="geglu",
+    intermediate_size=1536,
+    vocab_size=32768,
+    norm_type="layernorm",
+    norm_eps=1e-12,
+    beta_ff_init=0.05,
+    position_embedding_type="sinusoidal",
+)  # cramming: parameter-free positions
 #: NormFormer Table 2: GPT-3 small, 12 layers, d = 768, learned positions over 2048 tokens.
-GPT3_SMALL = dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, vocab_size=50257,
-                  position_embedding_type="learned", max_position_embeddings=2048, norm_type="layernorm")
+GPT3_SMALL = dict(
+    num_hidden_layers=12,
+    hidden_size=768,
+    num_attention_heads=12,
+    vocab_size=50257,
+    position_embedding_type="learned",
+    max_position_embeddings=2048,
+    norm_type="layernorm",
+)
 
 
 def count(cls, **kwargs) -> int:
@@ -51,5 +68,6 @@ def test_identity_values_and_projections_cost_nothing(block_type):
     layers, d, heads = shape["num_hidden_layers"], shape["hidden_size"], shape["num_attention_heads"]
     reference = "pre_ln" if block_type == "sas" else "parallel"
     saved = count(SimplifiedForCausalLM, block_type=reference, **shape) - count(
-        SimplifiedForCausalLM, block_type=block_type, **shape)
+        SimplifiedForCausalLM, block_type=block_type, **shape
+    )
     assert saved == layers * 2 * d * d - (d * d + 2) - layers * (3 * heads + 2)

@@ -21,8 +21,13 @@ def bpe(bpe_tokenizer):
 
 @pytest.mark.parametrize("block_type", ["sas", "pre_ln"])
 def test_text_generation_pipeline(block_type, bpe):
-    config = tiny_config(block_type, vocab_size=len(bpe), eos_token_id=bpe.eos_token_id,
-                         pad_token_id=bpe.pad_token_id, bos_token_id=bpe.bos_token_id)
+    config = tiny_config(
+        block_type,
+        vocab_size=len(bpe),
+        eos_token_id=bpe.eos_token_id,
+        pad_token_id=bpe.pad_token_id,
+        bos_token_id=bpe.bos_token_id,
+    )
     model = perturb_(SimplifiedForCausalLM(config)).eval()
     generator = pipeline("text-generation", model=model, tokenizer=bpe)
     kwargs = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False)
@@ -30,8 +35,9 @@ def test_text_generation_pipeline(block_type, bpe):
     assert bpe.padding_side == "left"
     for text, result in zip(PROMPTS, batched, strict=True):
         ids = bpe(text, return_tensors="pt").input_ids
-        new_tokens = model.generate(ids, attention_mask=torch.ones_like(ids), pad_token_id=bpe.pad_token_id,
-                                    **kwargs)[0, ids.shape[1]:]
+        new_tokens = model.generate(ids, attention_mask=torch.ones_like(ids), pad_token_id=bpe.pad_token_id, **kwargs)[
+            0, ids.shape[1] :
+        ]
         assert new_tokens.shape == (8,)
         assert result[0]["generated_text"] == bpe.decode(new_tokens)
     full = generator(PROMPTS[0], **kwargs)[0]["generated_text"]
@@ -41,8 +47,9 @@ def test_text_generation_pipeline(block_type, bpe):
 @pytest.mark.parametrize("block_type", ["sas_p", "post_ln"])
 def test_fill_mask_pipeline(block_type, wordpiece_tokenizer):
     tok = wordpiece_tokenizer
-    model = perturb_(SimplifiedForMaskedLM(tiny_config(block_type, vocab_size=len(tok),
-                                                       pad_token_id=tok.pad_token_id))).eval()
+    model = perturb_(
+        SimplifiedForMaskedLM(tiny_config(block_type, vocab_size=len(tok), pad_token_id=tok.pad_token_id))
+    ).eval()
     fill = pipeline("fill-mask", model=model, tokenizer=tok)
     texts = [f"the {tok.mask_token} of the file", f"return {tok.mask_token} value"]
     batched = fill(texts, top_k=3, batch_size=2)  # padded batch
@@ -55,4 +62,5 @@ def test_fill_mask_pipeline(block_type, wordpiece_tokenizer):
         torch.testing.assert_close(torch.tensor([a["score"] for a in answers]), top.values, atol=1e-6, rtol=0)
         assert answers[0]["sequence"] == tok.decode(
             enc.input_ids[0].masked_fill(enc.input_ids[0] == tok.mask_token_id, top.indices[0]),
-            skip_special_tokens=True)
+            skip_special_tokens=True,
+        )

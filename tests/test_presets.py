@@ -93,8 +93,9 @@ def test_tiny_presets_are_small_and_offline():
             assert preset.config().hidden_size <= 128 and preset.config().num_hidden_layers <= 4
 
 
-@pytest.mark.parametrize("section, key", [(None, "optimiser"), ("model", "hidden_sise"), ("training", "lr"),
-                                          ("data", "datset")])
+@pytest.mark.parametrize(
+    "section, key", [(None, "optimiser"), ("model", "hidden_sise"), ("training", "lr"), ("data", "datset")]
+)
 def test_unknown_keys_are_rejected_by_name(section, key):
     raw = copy.deepcopy(_raw("codeparrot-tiny-sas_p"))
     (raw if section is None else raw[section])[key] = 1
@@ -102,14 +103,17 @@ def test_unknown_keys_are_rejected_by_name(section, key):
         parse_preset(raw, name="broken")
 
 
-@pytest.mark.parametrize("section, key, value, match", [
-    ("model", "hidden_act", "tanh", "hidden_act"),
-    ("model", "num_attention_heads", 5, "divisible"),
-    ("training", "learning_rate", "fast", "learning_rate"),
-    ("training", "lr_scheduler", "step", "allowed values"),
-    ("training", "warmup_ratio", 1.5, "warmup_ratio"),
-    ("data", "seq_len", 0, "seq_len"),
-])
+@pytest.mark.parametrize(
+    "section, key, value, match",
+    [
+        ("model", "hidden_act", "tanh", "hidden_act"),
+        ("model", "num_attention_heads", 5, "divisible"),
+        ("training", "learning_rate", "fast", "learning_rate"),
+        ("training", "lr_scheduler", "step", "allowed values"),
+        ("training", "warmup_ratio", 1.5, "warmup_ratio"),
+        ("data", "seq_len", 0, "seq_len"),
+    ],
+)
 def test_bad_values_are_rejected_with_the_field_named(section, key, value, match):
     raw = copy.deepcopy(_raw("codeparrot-tiny-sas_p"))
     raw[section][key] = value
@@ -128,8 +132,13 @@ def test_overrides_reach_every_section_and_are_typed():
     assert preset.training.learning_rate == 2e-3 and preset.data.max_train_samples is None
     assert preset.data.dataset == "some/dataset"
     assert preset.config().hidden_size == 64
-    for bad, match in [("foo=1", "unknown config field 'foo'"), ("training.foo=1", "unknown training field"),
-                       ("optim.lr=1", "unknown section"), ("training.max_steps=ten", "max_steps"), ("novalue", "=")]:
+    for bad, match in [
+        ("foo=1", "unknown config field 'foo'"),
+        ("training.foo=1", "unknown training field"),
+        ("optim.lr=1", "unknown section"),
+        ("training.max_steps=ten", "max_steps"),
+        ("novalue", "="),
+    ]:
         with pytest.raises(UsageError, match=match):
             apply_override(preset, bad)
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import perturb_, tiny_config
 from transformers import Trainer, TrainingArguments
 from transformers.masking_utils import create_causal_mask
 
-from conftest import perturb_, tiny_config
 from modeling_simplified import SimplifiedForCausalLM
 from modeling_simplified.modeling_simplified import LayerPlan
 from modeling_simplified.training.raptr import (
@@ -35,9 +35,20 @@ def _ids(seed: int = 0, batch: int = 2, seq_len: int = 8) -> torch.Tensor:
 
 def _train(model, tmp_path, callbacks=(), steps: int = 4, **kw) -> Trainer:
     data = [{"input_ids": ids, "labels": ids} for ids in _ids(0, 32, 8)]
-    args = TrainingArguments(str(tmp_path), max_steps=steps, per_device_train_batch_size=4, learning_rate=1e-2,
-                             weight_decay=0.1, report_to="none", save_strategy="no", use_cpu=True, seed=0,
-                             logging_steps=1, disable_tqdm=True, **kw)
+    args = TrainingArguments(
+        str(tmp_path),
+        max_steps=steps,
+        per_device_train_batch_size=4,
+        learning_rate=1e-2,
+        weight_decay=0.1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        logging_steps=1,
+        disable_tqdm=True,
+        **kw,
+    )
     trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=list(callbacks))
     trainer.train()
     return trainer
@@ -59,9 +70,15 @@ def test_recommended_proportional_boundaries_and_full_model_phase():
     assert prop.expected_relative_flops() == pytest.approx(20 / 24)  # average subnetwork length 20 (App. E)
     explicit = build_schedule("6-12", num_layers=12, max_steps=10, lengths=[3], full_model_steps=2)
     assert [(s.size, s.start, s.end) for s in explicit.stages] == [(12, 0, 2), (6, 2, 5), (12, 5, 10)]
-    for bad in (dict(spec="6-x"), dict(spec="1-12"), dict(spec="8-6"), dict(spec="6-12", lengths="linear"),
-                dict(spec="6-12", lengths=[3, 4]), dict(spec="6-12", full_model_steps=9),
-                dict(spec="6-12", scaling="linear")):
+    for bad in (
+        dict(spec="6-x"),
+        dict(spec="1-12"),
+        dict(spec="8-6"),
+        dict(spec="6-12", lengths="linear"),
+        dict(spec="6-12", lengths=[3, 4]),
+        dict(spec="6-12", full_model_steps=9),
+        dict(spec="6-12", scaling="linear"),
+    ):
         with pytest.raises(RaptrSpecError, match="RaPTr"):
             build_schedule(num_layers=12, max_steps=10, **{"lengths": "equal", **bad})
 
@@ -104,8 +121,13 @@ def test_plan_is_exact_subnetwork(block_type):
     base = model.model
     x = base.embed_dropout(base.embed_norm(base.embed_positions(base.embed_tokens(ids), torch.arange(8)[None])[0]))
     pe = base.embed_positions(base.embed_tokens(ids), torch.arange(8)[None])[1]
-    mask = create_causal_mask(config=model.config, inputs_embeds=x, attention_mask=None, past_key_values=None,
-                              position_ids=torch.arange(8)[None])
+    mask = create_causal_mask(
+        config=model.config,
+        inputs_embeds=x,
+        attention_mask=None,
+        past_key_values=None,
+        position_ids=torch.arange(8)[None],
+    )
     h = x
     for s, layer in zip(scales, base.layers):
         if s:
@@ -228,8 +250,16 @@ def test_ddp_two_ranks_gloo_end_bit_identical(tmp_path):
     script = tmp_path / "ddp_raptr.py"
     script.write_text(DDP_SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
-           str(script), str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--standalone",
+        str(script),
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     a, b = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
@@ -245,10 +275,25 @@ def test_ddp_two_ranks_gloo_end_bit_identical(tmp_path):
 def test_cli_raptr_writes_its_report_to_metrics_and_rejects_bad_schedules(tmp_path, capsys):
     from modeling_simplified.training.cli import main
 
-    base = ["--preset", "codeparrot-tiny-pre_ln", "--set", "data.max_train_samples=40", "--set",
-            "data.tokenizer_train_samples=40", "--set", "data.max_eval_samples=16", "--set",
-            "training.per_device_train_batch_size=4", "--set", "training.eval_steps=4", "--max-steps", "8",
-            "--no-export", "--set", "num_hidden_layers=4"]
+    base = [
+        "--preset",
+        "codeparrot-tiny-pre_ln",
+        "--set",
+        "data.max_train_samples=40",
+        "--set",
+        "data.tokenizer_train_samples=40",
+        "--set",
+        "data.max_eval_samples=16",
+        "--set",
+        "training.per_device_train_batch_size=4",
+        "--set",
+        "training.eval_steps=4",
+        "--max-steps",
+        "8",
+        "--no-export",
+        "--set",
+        "num_hidden_layers=4",
+    ]
     bad = tmp_path / "bad"
     assert main([*base, "--output-dir", str(bad), "--raptr", "1-4"]) == 2
     assert "--raptr" in capsys.readouterr().err and not bad.exists()

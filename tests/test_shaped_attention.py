@@ -29,8 +29,13 @@ def _attention_mask(model: SimplifiedModel, x: torch.Tensor, mask_2d: torch.Tens
     """The mask SimplifiedModel.forward would build for the current attention implementation."""
     if model.config.is_causal:
         position_ids = torch.arange(x.shape[1])[None]
-        return create_causal_mask(config=model.config, inputs_embeds=x, attention_mask=mask_2d,
-                                  past_key_values=None, position_ids=position_ids)
+        return create_causal_mask(
+            config=model.config,
+            inputs_embeds=x,
+            attention_mask=mask_2d,
+            past_key_values=None,
+            position_ids=position_ids,
+        )
     return create_bidirectional_mask(config=model.config, inputs_embeds=x, attention_mask=mask_2d)
 
 
@@ -146,7 +151,9 @@ def test_eager_output_attentions_is_effective_matrix(block_type, causal, padding
     model.set_attn_implementation("eager")
     inputs, handles = [], []
     for layer in model.layers:
-        handles.append(layer.attn.register_forward_pre_hook(lambda m, args, kw: inputs.append(args[0]), with_kwargs=True))
+        handles.append(
+            layer.attn.register_forward_pre_hook(lambda m, args, kw: inputs.append(args[0]), with_kwargs=True)
+        )
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=mask_2d, output_attentions=True)
     for h in handles:

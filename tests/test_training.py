@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_config
 from safetensors.torch import load_file
 
-from conftest import tiny_config
 from modeling_simplified import SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.training.cli import latest_checkpoint, main
 from modeling_simplified.training.presets import available_presets
@@ -24,13 +24,38 @@ from modeling_simplified.training.trainer import BatchRampAdamW, SimplifiedTrain
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # small and quick: few files, short runs, small batches (the presets' recipes otherwise)
-CAUSAL = ["--preset", "codeparrot-tiny-sas_p", "--set", "data.max_train_samples=40", "--set",
-          "data.tokenizer_train_samples=40", "--set", "data.max_eval_samples=32", "--set",
-          "training.per_device_train_batch_size=8", "--set", "training.logging_steps=2"]
-MASKED = ["--preset", "crammed-bert-tiny-sas_p", "--set", "data.max_train_samples=600", "--set",
-          "data.tokenizer_train_samples=600", "--set", "data.max_eval_samples=32", "--set",
-          "training.per_device_train_batch_size=8", "--set", "training.batch_ramp_to=16", "--set",
-          "training.logging_steps=2", "--set", "training.learning_rate=3e-3"]
+CAUSAL = [
+    "--preset",
+    "codeparrot-tiny-sas_p",
+    "--set",
+    "data.max_train_samples=40",
+    "--set",
+    "data.tokenizer_train_samples=40",
+    "--set",
+    "data.max_eval_samples=32",
+    "--set",
+    "training.per_device_train_batch_size=8",
+    "--set",
+    "training.logging_steps=2",
+]
+MASKED = [
+    "--preset",
+    "crammed-bert-tiny-sas_p",
+    "--set",
+    "data.max_train_samples=600",
+    "--set",
+    "data.tokenizer_train_samples=600",
+    "--set",
+    "data.max_eval_samples=32",
+    "--set",
+    "training.per_device_train_batch_size=8",
+    "--set",
+    "training.batch_ramp_to=16",
+    "--set",
+    "training.logging_steps=2",
+    "--set",
+    "training.learning_rate=3e-3",
+]
 
 
 def _history(run: Path) -> list[dict]:
@@ -48,8 +73,15 @@ def _check_png(path: Path):
 
 def _check_run(run: Path, task: str) -> dict:
     metrics = json.loads((run / "metrics.json").read_text())
-    for key, kind in [("parameters", int), ("tokens_seen", int), ("tokens_per_second", float), ("steps", int),
-                      ("train_loss", float), ("eval_loss", float), ("wall_time_s", float)]:
+    for key, kind in [
+        ("parameters", int),
+        ("tokens_seen", int),
+        ("tokens_per_second", float),
+        ("steps", int),
+        ("train_loss", float),
+        ("eval_loss", float),
+        ("wall_time_s", float),
+    ]:
         assert isinstance(metrics[key], kind) and metrics[key] > 0, key
     assert math.isfinite(metrics["eval_loss"])
     if task != "sequence-classification":
@@ -66,8 +98,12 @@ def _check_run(run: Path, task: str) -> dict:
 @pytest.fixture(scope="module")
 def causal_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("causal") / "run"
-    assert main([*CAUSAL, "--max-steps", "20", "--set", "training.eval_steps=10", "--output-dir", str(run),
-                 "--diagnostics"]) == 0
+    assert (
+        main(
+            [*CAUSAL, "--max-steps", "20", "--set", "training.eval_steps=10", "--output-dir", str(run), "--diagnostics"]
+        )
+        == 0
+    )
     return run
 
 
@@ -95,8 +131,15 @@ def test_causal_run_learns_and_writes_its_outputs(causal_run):
 def test_diagnostics_reach_the_trainer_logs(causal_run):
     logged = [e for e in _history(causal_run) if "loss" in e]
     last = logged[-1]
-    for key in ("diag/L0/beta_ff", "diag/L3/beta_sa", "diag/L1/alpha_mean", "diag/L1/gamma_std",
-                "diag/L0/value_alpha", "diag/L0/value_beta", "diag/L2/kurtosis"):
+    for key in (
+        "diag/L0/beta_ff",
+        "diag/L3/beta_sa",
+        "diag/L1/alpha_mean",
+        "diag/L1/gamma_std",
+        "diag/L0/value_alpha",
+        "diag/L0/value_beta",
+        "diag/L2/kurtosis",
+    ):
         assert key in last, key
     # the gains move away from their init (βFF 0.2, shaped-attention gains 1) and kurtosis is >= 1 by definition
     assert last["diag/L0/beta_ff"] != logged[0]["diag/L0/beta_ff"]
@@ -116,10 +159,27 @@ def test_masked_run_learns_with_the_batch_ramp(masked_run):
 
 def test_fine_tuning_on_the_offline_task_beats_the_majority_class(masked_run, tmp_path):
     run = tmp_path / "glue"
-    status = main(["--preset", "glue-tiny", "--init-from", str(masked_run), "--max-steps", "40", "--set",
-                   "training.per_device_train_batch_size=16", "--set",
-                   "data.seq_len=64", "--set", "training.eval_steps=40", "--set", "training.learning_rate=1e-3",
-                   "--output-dir", str(run), "--no-export"])
+    status = main(
+        [
+            "--preset",
+            "glue-tiny",
+            "--init-from",
+            str(masked_run),
+            "--max-steps",
+            "40",
+            "--set",
+            "training.per_device_train_batch_size=16",
+            "--set",
+            "data.seq_len=64",
+            "--set",
+            "training.eval_steps=40",
+            "--set",
+            "training.learning_rate=1e-3",
+            "--output-dir",
+            str(run),
+            "--no-export",
+        ]
+    )
     assert status == 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert 0.5 <= metrics["majority_baseline"] < 0.6
@@ -136,21 +196,48 @@ def test_dataset_loading_code_streams_a_dataset_in_the_codeparrot_layout(tmp_pat
     for split, n in (("train", 30), ("validation", 6)):
         corpus.code_dataset(split, n).to_json(folder / f"{split}.jsonl")
     run = tmp_path / "run"
-    status = main([*CAUSAL, "--dataset", str(folder), "--set", "data.streaming=true", "--max-steps", "6",
-                   "--set", "training.eval_steps=6", "--output-dir", str(run), "--no-export"])
+    status = main(
+        [
+            *CAUSAL,
+            "--dataset",
+            str(folder),
+            "--set",
+            "data.streaming=true",
+            "--max-steps",
+            "6",
+            "--set",
+            "training.eval_steps=6",
+            "--output-dir",
+            str(run),
+            "--no-export",
+        ]
+    )
     assert status == 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["dataset"] == str(folder) and metrics["tokens_seen"] == 6 * 8 * 128
 
 
 def _cli(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "modeling_simplified.training.cli", *args], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ))
+    return subprocess.Popen(
+        [sys.executable, "-m", "modeling_simplified.training.cli", *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
 
 
 def _kill_and_resume_matches_straight_run(tmp_path: Path, base: list[str], steps: int, save_steps: int):
-    common = [*base, "--max-steps", str(steps), "--set", f"training.save_steps={save_steps}", "--set",
-              f"training.eval_steps={steps}", "--no-export"]
+    common = [
+        *base,
+        "--max-steps",
+        str(steps),
+        "--set",
+        f"training.save_steps={save_steps}",
+        "--set",
+        f"training.eval_steps={steps}",
+        "--no-export",
+    ]
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     assert main([*common, "--output-dir", str(straight)]) == 0
 
@@ -191,10 +278,19 @@ def test_killed_masked_run_with_batch_ramp_resumes_exactly(tmp_path):
 
 @pytest.mark.parametrize("preset", ["codeparrot-sas_p", "crammed-bert-sas_p"])
 def test_paper_presets_fall_back_to_the_embedded_corpus_when_their_host_is_unreachable(tmp_path, capsys, preset):
-    shrink = ["num_hidden_layers=2", "hidden_size=64", "num_attention_heads=4", "intermediate_size=64",
-              "vocab_size=512", "data.max_train_samples=20", "data.tokenizer_train_samples=20",
-              "data.max_eval_samples=8", "training.per_device_train_batch_size=4",
-              "training.gradient_accumulation_steps=1", "training.batch_ramp_to=null"]
+    shrink = [
+        "num_hidden_layers=2",
+        "hidden_size=64",
+        "num_attention_heads=4",
+        "intermediate_size=64",
+        "vocab_size=512",
+        "data.max_train_samples=20",
+        "data.tokenizer_train_samples=20",
+        "data.max_eval_samples=8",
+        "training.per_device_train_batch_size=4",
+        "training.gradient_accumulation_steps=1",
+        "training.batch_ramp_to=null",
+    ]
     args = ["--preset", preset, "--max-steps", "2", "--output-dir", str(tmp_path / "run"), "--no-export"]
     for assignment in shrink[:-1] if preset.startswith("codeparrot") else shrink:
         args += ["--set", assignment]
@@ -242,8 +338,9 @@ def test_batch_ramp_accumulates_to_the_ramped_batch_and_matches_adamw():
     ramp.step()
     assert torch.equal(w, ref_w)  # no update yet: gradients are accumulating
     state = ramp.state_dict()
-    fresh = BatchRampAdamW([torch.nn.Parameter(w.detach().clone())], micro_batch=8, final_batch=32, ramp_steps=12,
-                           lr=0.1)
+    fresh = BatchRampAdamW(
+        [torch.nn.Parameter(w.detach().clone())], micro_batch=8, final_batch=32, ramp_steps=12, lr=0.1
+    )
     fresh.load_state_dict(state)
     assert fresh.micro_steps == 4 and fresh.accumulated == 1
     w.grad = grads[4].clone()
@@ -264,14 +361,19 @@ def _existing_run(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     return run, files
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--preset", "nope"], "unknown preset 'nope'; available presets: "),
-    (["--preset", "codeparrot-tiny-sas_p", "--set", "foo=1"], "unknown config field 'foo'"),
-    (["--preset", "codeparrot-tiny-sas_p", "--set", "hidden_act=tanh"], "hidden_act='tanh' is not valid"),
-    (["--preset", "codeparrot-tiny-sas_p", "--dataset", "no-such-org/no-such-dataset"],
-     "cannot load dataset 'no-such-org/no-such-dataset'"),
-    (["--preset", "glue-tiny", "--dataset", "nyu-mll/glue", "--dataset-config", "sst3"], "not a GLUE task"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--preset", "nope"], "unknown preset 'nope'; available presets: "),
+        (["--preset", "codeparrot-tiny-sas_p", "--set", "foo=1"], "unknown config field 'foo'"),
+        (["--preset", "codeparrot-tiny-sas_p", "--set", "hidden_act=tanh"], "hidden_act='tanh' is not valid"),
+        (
+            ["--preset", "codeparrot-tiny-sas_p", "--dataset", "no-such-org/no-such-dataset"],
+            "cannot load dataset 'no-such-org/no-such-dataset'",
+        ),
+        (["--preset", "glue-tiny", "--dataset", "nyu-mll/glue", "--dataset-config", "sst3"], "not a GLUE task"),
+    ],
+)
 def test_bad_input_gives_one_clear_message_and_touches_nothing(tmp_path, capsys, args, message):
     run, files = _existing_run(tmp_path)
     status = main([*args, "--output-dir", str(run), "--overwrite"])
@@ -293,15 +395,34 @@ def test_a_non_empty_output_dir_needs_resume_or_overwrite(tmp_path, capsys):
 
 
 def test_console_script_exits_non_zero_without_traceback():
-    proc = subprocess.run([sys.executable, "-m", "modeling_simplified.training.cli", "--preset", "nope"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "modeling_simplified.training.cli", "--preset", "nope"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "unknown preset 'nope'" in proc.stderr and "Traceback" not in proc.stderr
-    help_text = subprocess.run([sys.executable, "-m", "modeling_simplified.training.cli", "--help"], cwd=REPO,
-                               capture_output=True, text=True, timeout=120)
+    help_text = subprocess.run(
+        [sys.executable, "-m", "modeling_simplified.training.cli", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert help_text.returncode == 0
-    for flag in ("--preset", "--block-type", "--max-steps", "--output-dir", "--dataset", "--resume", "--set",
-                 "--diagnostics", "codeparrot-tiny-sas_p"):
+    for flag in (
+        "--preset",
+        "--block-type",
+        "--max-steps",
+        "--output-dir",
+        "--dataset",
+        "--resume",
+        "--set",
+        "--diagnostics",
+        "codeparrot-tiny-sas_p",
+    ):
         assert flag in help_text.stdout
 
 
@@ -315,9 +436,24 @@ def test_list_presets_names_every_preset_with_its_task(capsys):
 def test_demo_trains_exports_reloads_with_remote_code_and_generates(tmp_path, capsys):
     from modeling_simplified import demo
 
-    status = demo.main(["--output-dir", str(tmp_path / "demo"), "--max-steps", "4", "--new-tokens", "8",
-                        "--set", "data.max_train_samples=40", "--set", "data.tokenizer_train_samples=40",
-                        "--set", "data.max_eval_samples=16", "--set", "training.per_device_train_batch_size=8"])
+    status = demo.main(
+        [
+            "--output-dir",
+            str(tmp_path / "demo"),
+            "--max-steps",
+            "4",
+            "--new-tokens",
+            "8",
+            "--set",
+            "data.max_train_samples=40",
+            "--set",
+            "data.tokenizer_train_samples=40",
+            "--set",
+            "data.max_eval_samples=16",
+            "--set",
+            "training.per_device_train_batch_size=8",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0
     assert "reloaded" in out and "trust_remote_code=True" in out

@@ -52,7 +52,9 @@ def test_gradient_checkpointing_same_gradients(block_type, kwargs):
     assert actual.keys() == expected.keys() and len(expected) == len(list(model.parameters()))
     torch.testing.assert_close(ckpt_loss, loss, atol=1e-6, rtol=0)
     for name in expected:
-        torch.testing.assert_close(actual[name], expected[name], atol=1e-6, rtol=0, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            actual[name], expected[name], atol=1e-6, rtol=0, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -117,8 +119,16 @@ def test_half_precision_weights(block_type, dtype):
     assert logits.dtype == dtype
     real = mask.bool()
     torch.testing.assert_close(logits.float()[real], expected[real], atol=0.1, rtol=0)
-    out = half.generate(ids, attention_mask=mask, max_new_tokens=4, eos_token_id=None, pad_token_id=0,
-                        do_sample=False, output_logits=True, return_dict_in_generate=True)
+    out = half.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=4,
+        eos_token_id=None,
+        pad_token_id=0,
+        do_sample=False,
+        output_logits=True,
+        return_dict_in_generate=True,
+    )
     assert out.sequences.shape == (3, 14) and all(torch.isfinite(step).all() for step in out.logits)
 
 
@@ -141,8 +151,9 @@ def test_device_map_auto(block_type, offload, tmp_path):
         blocks = [name for name in placements if name.startswith("model.layers")]
         assert all(name.count(".") <= 2 for name in blocks), blocks  # never inside a block
     with torch.no_grad():
-        torch.testing.assert_close(loaded(ids, attention_mask=mask).logits, model(ids, attention_mask=mask).logits,
-                                   atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            loaded(ids, attention_mask=mask).logits, model(ids, attention_mask=mask).logits, atol=1e-6, rtol=0
+        )
 
 
 def test_no_split_modules_are_the_blocks():
@@ -201,8 +212,7 @@ def test_resize_keeps_vocab_padding_and_reloads(head, tmp_path):
 def _token_losses_sum(head: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     if head == "causal":
         logits, labels = logits[:, :-1], labels[:, 1:]
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100,
-                           reduction="sum")
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100, reduction="sum")
 
 
 @pytest.mark.parametrize("head", ["causal", "masked"])
@@ -243,15 +253,26 @@ def test_trainer_gradient_accumulation_equals_one_big_batch(tmp_path):
     """The Trainer passes num_items_in_batch to our forward: 2 accumulated micro-batches of 2 make the same SGD step
     as one batch of 4, although the micro-batches hold different numbers of label tokens."""
     ids, mask, labels = batch(batch_size=4)
-    rows = [dict(input_ids=i, attention_mask=m, labels=l) for i, m, l in zip(ids, mask, labels)]
+    rows = [dict(input_ids=i, attention_mask=m, labels=y) for i, m, y in zip(ids, mask, labels)]
     start = build("sas")
     results = []
     for micro, steps in ((4, 1), (2, 2)):
         model = copy.deepcopy(start)
-        args = TrainingArguments(output_dir=str(tmp_path / f"run{micro}"), per_device_train_batch_size=micro,
-                                 gradient_accumulation_steps=steps, max_steps=1, learning_rate=0.5, optim="sgd",
-                                 lr_scheduler_type="constant", use_cpu=True, report_to="none", save_strategy="no",
-                                 logging_strategy="no", disable_tqdm=True, seed=0)
+        args = TrainingArguments(
+            output_dir=str(tmp_path / f"run{micro}"),
+            per_device_train_batch_size=micro,
+            gradient_accumulation_steps=steps,
+            max_steps=1,
+            learning_rate=0.5,
+            optim="sgd",
+            lr_scheduler_type="constant",
+            use_cpu=True,
+            report_to="none",
+            save_strategy="no",
+            logging_strategy="no",
+            disable_tqdm=True,
+            seed=0,
+        )
         trainer = Trainer(model=model, args=args, train_dataset=rows)
         assert trainer.model_accepts_loss_kwargs
         trainer.train()
@@ -259,4 +280,4 @@ def test_trainer_gradient_accumulation_equals_one_big_batch(tmp_path):
     moved = max((results[0][n] - p).abs().max() for n, p in start.named_parameters())
     assert moved > 1e-3  # the step really changed the weights
     for name, param in results[0].items():
-        torch.testing.assert_close(results[1][name], param, atol=1e-6, rtol=0, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(results[1][name], param, atol=1e-6, rtol=0, msg=lambda m, name=name: f"{name}: {m}")

@@ -54,34 +54,66 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG + ", ".join(available_presets()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--preset", help="preset name (configuration/<name>.json) or path to a preset .json; "
-                        "with --resume, defaults to the run's saved preset")
-    parser.add_argument("--block-type", choices=BLOCK_TYPES, help="switch the block type (the family's sibling "
-                        "preset if there is one)")
+    parser.add_argument(
+        "--preset",
+        help="preset name (configuration/<name>.json) or path to a preset .json; "
+        "with --resume, defaults to the run's saved preset",
+    )
+    parser.add_argument(
+        "--block-type", choices=BLOCK_TYPES, help="switch the block type (the family's sibling preset if there is one)"
+    )
     parser.add_argument("--max-steps", type=int, help="optimizer steps (overrides the preset's length)")
     parser.add_argument("--output-dir", help="run directory (default: runs/<preset>)")
-    parser.add_argument("--dataset", help=f"'{EMBEDDED}' (offline corpus shipped with Python), a Hugging Face "
-                        "dataset id, or a local dataset folder (data files or save_to_disk)")
+    parser.add_argument(
+        "--dataset",
+        help=f"'{EMBEDDED}' (offline corpus shipped with Python), a Hugging Face "
+        "dataset id, or a local dataset folder (data files or save_to_disk)",
+    )
     parser.add_argument("--dataset-config", help="dataset config name, e.g. the GLUE task (sst2, cola, mnli, ...)")
     parser.add_argument("--init-from", help="start from a pretrained run (its output dir, export or checkpoint)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its last "
-                        "complete checkpoint")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the run in --output-dir from its last complete checkpoint"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace a previous run in --output-dir")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a model field, training.<field> or data.<field> (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a model field, training.<field> or data.<field> (repeatable)",
+    )
     parser.add_argument("--diagnostics", action="store_true", help="log per-layer gains and activation kurtosis")
     parser.add_argument("--no-export", action="store_true", help="skip the Hub-ready export")
     raptr = parser.add_argument_group("RaPTr progressive subnetworks (modeling_simplified/training/raptr.py)")
-    raptr.add_argument("--raptr", metavar="SCHEDULE", help="train random subnetworks in stages: average sizes like "
-                       "'6-8-10-12', or 'recommended' (L/2, +L/6 per stage, full model last)")
-    raptr.add_argument("--raptr-lengths", default="equal", metavar="equal|proportional|STEP,STEP,...",
-                       help="stage lengths: equal, proportional, or the steps where stages 2..k start")
-    raptr.add_argument("--raptr-full-steps", type=int, default=0, metavar="N",
-                       help="an initial full-model phase of N steps (taken from the last stage)")
-    raptr.add_argument("--raptr-scaling", default="sqrt", help="kept layers' update scale: sqrt (App. J), inverse "
-                       "(1/p), none")
-    raptr.add_argument("--raptr-variant", default="depth", help="random subnetworks of layers (depth), of each "
-                       "MLP's 4 sub-MLPs (mlp) or of each layer's attention heads (attention); sizes count those units")
+    raptr.add_argument(
+        "--raptr",
+        metavar="SCHEDULE",
+        help="train random subnetworks in stages: average sizes like "
+        "'6-8-10-12', or 'recommended' (L/2, +L/6 per stage, full model last)",
+    )
+    raptr.add_argument(
+        "--raptr-lengths",
+        default="equal",
+        metavar="equal|proportional|STEP,STEP,...",
+        help="stage lengths: equal, proportional, or the steps where stages 2..k start",
+    )
+    raptr.add_argument(
+        "--raptr-full-steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="an initial full-model phase of N steps (taken from the last stage)",
+    )
+    raptr.add_argument(
+        "--raptr-scaling", default="sqrt", help="kept layers' update scale: sqrt (App. J), inverse (1/p), none"
+    )
+    raptr.add_argument(
+        "--raptr-variant",
+        default="depth",
+        help="random subnetworks of layers (depth), of each "
+        "MLP's 4 sub-MLPs (mlp) or of each layer's attention heads (attention); sizes count those units",
+    )
     parser.add_argument("--list-presets", action="store_true", help="print the presets and exit")
     return parser
 
@@ -123,8 +155,10 @@ def pretrained_dir(path: str) -> Path:
     checkpoint = latest_checkpoint(root) if root.is_dir() else None
     if checkpoint is not None:
         return checkpoint
-    raise UsageError(f"--init-from {path!r}: no pretrained model there (expected a run directory, an export or a "
-                     "checkpoint folder with config.json).")
+    raise UsageError(
+        f"--init-from {path!r}: no pretrained model there (expected a run directory, an export or a "
+        "checkpoint folder with config.json)."
+    )
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -132,8 +166,10 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if args.resume and args.overwrite:
         raise UsageError("--resume and --overwrite exclude each other.")
     if args.preset is None and not (args.resume and args.output_dir):
-        raise UsageError(f"--preset is required (or --resume with --output-dir); available presets: "
-                         f"{', '.join(available_presets())}.")
+        raise UsageError(
+            f"--preset is required (or --resume with --output-dir); available presets: "
+            f"{', '.join(available_presets())}."
+        )
     output_dir = Path(args.output_dir or Path("runs") / Path(args.preset).stem)
     saved = output_dir / "preset.json"
     if args.preset is None:
@@ -167,17 +203,29 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         if saved.is_file():
             before = json.loads(saved.read_text())
             now = json.loads(json.dumps(preset.to_dict()))
-            changed = sorted(f"{section}.{key}" for section in ("model", "training", "data")
-                             for key in set(before.get(section, {})) | set(now[section])
-                             if before.get(section, {}).get(key) != now[section].get(key))
+            changed = sorted(
+                f"{section}.{key}"
+                for section in ("model", "training", "data")
+                for key in set(before.get(section, {})) | set(now[section])
+                if before.get(section, {}).get(key) != now[section].get(key)
+            )
             if changed:
-                raise UsageError(f"--resume: the settings differ from the run in {output_dir} "
-                                 f"({', '.join(changed)}); resume with the same preset and overrides.")
+                raise UsageError(
+                    f"--resume: the settings differ from the run in {output_dir} "
+                    f"({', '.join(changed)}); resume with the same preset and overrides."
+                )
     elif output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())) and not args.overwrite:
-        raise UsageError(f"output directory {output_dir} is not empty; pass --resume to continue its run, "
-                         "--overwrite to replace it, or choose another --output-dir.")
-    return RunPlan(preset=preset, output_dir=output_dir, resume_from=resume_from,
-                   explicit_dataset=bool(args.dataset), init_from=init_from)
+        raise UsageError(
+            f"output directory {output_dir} is not empty; pass --resume to continue its run, "
+            "--overwrite to replace it, or choose another --output-dir."
+        )
+    return RunPlan(
+        preset=preset,
+        output_dir=output_dir,
+        resume_from=resume_from,
+        explicit_dataset=bool(args.dataset),
+        init_from=init_from,
+    )
 
 
 # -- the run ---------------------------------------------------------------------------------------------------
@@ -199,12 +247,18 @@ def _model_and_tokenizer(plan: RunPlan):
     vocab = preset.model.get("vocab_size", 50257)
     data = build_task_data(preset.task, preset.data, vocab, plan.explicit_dataset, tokenizer)
     tokenizer = data.tokenizer
-    cls = {"causal-lm": SimplifiedForCausalLM, "masked-lm": SimplifiedForMaskedLM,
-           "sequence-classification": SimplifiedForSequenceClassification}[preset.task]
+    cls = {
+        "causal-lm": SimplifiedForCausalLM,
+        "masked-lm": SimplifiedForMaskedLM,
+        "sequence-classification": SimplifiedForSequenceClassification,
+    }[preset.task]
     extra: dict[str, Any] = {}
     if data.num_labels:
-        extra = dict(num_labels=data.num_labels, id2label=dict(enumerate(data.label_names)),
-                     label2id={name: i for i, name in enumerate(data.label_names)})
+        extra = dict(
+            num_labels=data.num_labels,
+            id2label=dict(enumerate(data.label_names)),
+            label2id={name: i for i, name in enumerate(data.label_names)},
+        )
     set_seed(preset.training.seed)
     if plan.init_from is not None:
         fine_tune = {k: v for k, v in preset.model.items() if k.endswith("dropout")}
@@ -214,9 +268,11 @@ def _model_and_tokenizer(plan: RunPlan):
             raise UsageError(f"--init-from {plan.init_from}: cannot load a model there ({err}).") from None
     else:
         first = lambda *ids: next((i for i in ids if i is not None), None)  # noqa: E731
-        specials = dict(pad_token_id=tokenizer.pad_token_id,
-                        bos_token_id=first(tokenizer.bos_token_id, tokenizer.cls_token_id),
-                        eos_token_id=first(tokenizer.eos_token_id, tokenizer.sep_token_id))
+        specials = dict(
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=first(tokenizer.bos_token_id, tokenizer.cls_token_id),
+            eos_token_id=first(tokenizer.eos_token_id, tokenizer.sep_token_id),
+        )
         fields = {**preset.model, "vocab_size": len(tokenizer), **specials, **extra}
         model = cls(build_config(fields, where=f"preset {preset.name!r} model"))
     return model, data
@@ -239,8 +295,11 @@ def _export(model, tokenizer, export_dir: Path, run_info: dict[str, Any]) -> Pat
     except ModuleNotFoundError as err:
         if "export" not in str(err):
             raise
-        print("simplified-train: note: hub_cards.export is not available; writing a plain save_pretrained "
-              "folder (no model card).", file=sys.stderr)
+        print(
+            "simplified-train: note: hub_cards.export is not available; writing a plain save_pretrained "
+            "folder (no model card).",
+            file=sys.stderr,
+        )
         model.save_pretrained(export_dir)
         tokenizer.save_pretrained(export_dir)
         if run_info.get("loss_curve"):
@@ -276,13 +335,23 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
     if preset.task == "sequence-classification":
         collator = DataCollatorWithPadding(data.tokenizer)
     else:
-        collator = ResumableMaskingCollator(data.tokenizer, mlm=preset.task == "masked-lm",
-                                            mlm_probability=preset.data.mlm_probability, seed=preset.training.seed)
+        collator = ResumableMaskingCollator(
+            data.tokenizer,
+            mlm=preset.task == "masked-lm",
+            mlm_probability=preset.data.mlm_probability,
+            seed=preset.training.seed,
+        )
     diag = DiagnosticsCallback(model) if diagnostics else None
     args = training_arguments(preset.training, str(out), eval_on_start=plan.resume_from is None)
     trainer = SimplifiedTrainer(
-        model=model, args=args, train_dataset=data.train, eval_dataset=data.eval, data_collator=collator,
-        processing_class=data.tokenizer, recipe=preset.training, diagnostics=diag,
+        model=model,
+        args=args,
+        train_dataset=data.train,
+        eval_dataset=data.eval,
+        data_collator=collator,
+        processing_class=data.tokenizer,
+        recipe=preset.training,
+        diagnostics=diag,
         callbacks=[cb for cb in (diag, raptr_cb) if cb] or None,
         compute_metrics=_compute_metrics if preset.task == "sequence-classification" else None,
     )
@@ -294,11 +363,14 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
     result = trainer.train(resume_from_checkpoint=str(plan.resume_from) if plan.resume_from else None)
     train_time = time.time() - train_start
     history = trainer.state.log_history
-    final_eval = next((e for e in reversed(history) if "eval_loss" in e and e.get("step") == trainer.state.global_step),
-                      None) or trainer.evaluate()
+    final_eval = (
+        next((e for e in reversed(history) if "eval_loss" in e and e.get("step") == trainer.state.global_step), None)
+        or trainer.evaluate()
+    )
     train_losses = [e["loss"] for e in history if "loss" in e]
-    curve = plot_loss_curve(history, out / "loss_curve.png",
-                            title=f"{preset.name} ({model.config.block_type}) on {data.source}")
+    curve = plot_loss_curve(
+        history, out / "loss_curve.png", title=f"{preset.name} ({model.config.block_type}) on {data.source}"
+    )
     tokens = int(trainer.state.num_input_tokens_seen)
     metrics: dict[str, Any] = {
         "preset": preset.name,
@@ -329,17 +401,25 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         metrics["raptr"] = raptr_cb.report
 
     if export:
-        run_info = {"dataset": data.source, "steps": metrics["steps"], "tokens_seen": tokens,
-                    "learning_rate": preset.training.learning_rate, "train_loss": metrics["train_loss"],
-                    "eval_loss": metrics["eval_loss"], "perplexity": metrics.get("perplexity"),
-                    "loss_curve": str(curve), "license": "apache-2.0"}
+        run_info = {
+            "dataset": data.source,
+            "steps": metrics["steps"],
+            "tokens_seen": tokens,
+            "learning_rate": preset.training.learning_rate,
+            "train_loss": metrics["train_loss"],
+            "eval_loss": metrics["eval_loss"],
+            "perplexity": metrics.get("perplexity"),
+            "loss_curve": str(curve),
+            "license": "apache-2.0",
+        }
         hub_id = preset.data.dataset
         if not data.source.startswith(EMBEDDED) and "/" in hub_id and not Path(hub_id).exists():
             run_info["datasets"] = [hub_id]  # Hub ids only: card metadata
         metrics["wall_time_s"] = time.time() - started
         run_info["wall_time_s"] = metrics["wall_time_s"]
-        metrics["export"] = str(_export(trainer.model, data.tokenizer, out / "export",
-                                        {k: v for k, v in run_info.items() if v is not None}))
+        metrics["export"] = str(
+            _export(trainer.model, data.tokenizer, out / "export", {k: v for k, v in run_info.items() if v is not None})
+        )
     metrics["wall_time_s"] = time.time() - started
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return metrics
@@ -354,10 +434,17 @@ def _raptr_options(args: argparse.Namespace) -> dict | None:
         try:
             lengths = [int(x) for x in lengths.split(",")]
         except ValueError:
-            raise UsageError(f"--raptr-lengths {args.raptr_lengths!r}: allowed values are equal, proportional or "
-                             "comma-separated step boundaries like 100,200,300.") from None
-    return dict(spec=args.raptr, lengths=lengths, full_model_steps=args.raptr_full_steps,
-                scaling=args.raptr_scaling, variant=args.raptr_variant)
+            raise UsageError(
+                f"--raptr-lengths {args.raptr_lengths!r}: allowed values are equal, proportional or "
+                "comma-separated step boundaries like 100,200,300."
+            ) from None
+    return dict(
+        spec=args.raptr,
+        lengths=lengths,
+        full_model_steps=args.raptr_full_steps,
+        scaling=args.raptr_scaling,
+        variant=args.raptr_variant,
+    )
 
 
 def _raptr_callback(options: dict, model, preset):
@@ -389,9 +476,20 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"simplified-train: error: {err}", file=sys.stderr)
         return 2
-    summary = {k: round(metrics[k], 4) if isinstance(metrics[k], float) else metrics[k]
-               for k in ("steps", "tokens_seen", "train_loss", "eval_loss", "perplexity", "eval_accuracy",
-                         "majority_baseline", "wall_time_s") if k in metrics}
+    summary = {
+        k: round(metrics[k], 4) if isinstance(metrics[k], float) else metrics[k]
+        for k in (
+            "steps",
+            "tokens_seen",
+            "train_loss",
+            "eval_loss",
+            "perplexity",
+            "eval_accuracy",
+            "majority_baseline",
+            "wall_time_s",
+        )
+        if k in metrics
+    }
     print(f"simplified-train: done in {plan.output_dir}: " + json.dumps(summary))
     return 0
 

@@ -28,8 +28,27 @@ CODE_COLUMN = "content"  # as in huggingface-course/codeparrot-ds-*
 PROSE_COLUMN = "text"
 TOPIC_LABELS = ("internet", "gui")
 TOPIC_FAMILIES = {
-    "internet": ("email", "http", "urllib", "xml", "xmlrpc", "html", "wsgiref", "mailbox", "imaplib", "nntplib",
-                 "smtplib", "smtpd", "ftplib", "poplib", "ssl", "socketserver", "cgi", "mimetypes", "telnetlib"),
+    "internet": (
+        "email",
+        "http",
+        "urllib",
+        "xml",
+        "xmlrpc",
+        "html",
+        "wsgiref",
+        "mailbox",
+        "imaplib",
+        "nntplib",
+        "smtplib",
+        "smtpd",
+        "ftplib",
+        "poplib",
+        "ssl",
+        "socketserver",
+        "cgi",
+        "mimetypes",
+        "telnetlib",
+    ),
     "gui": ("tkinter", "idlelib", "turtle", "turtledemo", "curses"),
 }
 _TEST_PARTS = {"test", "tests", "idle_test"}
@@ -55,8 +74,11 @@ def _all_stdlib_files(root: str) -> tuple[str, ...]:
 
 def stdlib_files(split: str, max_files: int | None = None, skip_tests: bool = False) -> list[str]:
     """Relative paths of the stdlib `.py` files in `split`, in a fixed pseudo-random order (by hash), capped."""
-    paths = [p for p in _all_stdlib_files(str(stdlib_root())) if split_of(p) == split
-             and not (skip_tests and _TEST_PARTS & set(p.split("/")))]
+    paths = [
+        p
+        for p in _all_stdlib_files(str(stdlib_root()))
+        if split_of(p) == split and not (skip_tests and _TEST_PARTS & set(p.split("/")))
+    ]
     return paths[:max_files] if max_files else paths
 
 
@@ -77,7 +99,9 @@ def _code_records(root: str, paths: str) -> Iterator[dict]:
 def code_dataset(split: str, max_files: int | None = None) -> datasets.Dataset:
     """The stdlib source files of one split as a Dataset with columns `path` and `content`."""
     paths = stdlib_files(split, max_files)
-    return datasets.Dataset.from_generator(_code_records, gen_kwargs={"root": str(stdlib_root()), "paths": "\n".join(paths)})
+    return datasets.Dataset.from_generator(
+        _code_records, gen_kwargs={"root": str(stdlib_root()), "paths": "\n".join(paths)}
+    )
 
 
 def _docstrings(root: str, rel: str) -> Iterator[tuple[int, str]]:
@@ -153,8 +177,14 @@ def _topic_records(root: str, paths: str) -> Iterator[dict]:
 def topic_dataset(split: str) -> datasets.Dataset:
     """The offline labelled task `stdlib-topic`: columns `source`, `sentence`, `label` (0 internet, 1 gui)."""
     paths = sorted(stdlib_files("train", skip_tests=True) + stdlib_files("validation", skip_tests=True))
-    features = datasets.Features({"source": datasets.Value("string"), "sentence": datasets.Value("string"),
-                                  "label": datasets.ClassLabel(names=list(TOPIC_LABELS))})
-    ds = datasets.Dataset.from_generator(_topic_records, gen_kwargs={"root": str(stdlib_root()), "paths": "\n".join(paths)},
-                                         features=features)
+    features = datasets.Features(
+        {
+            "source": datasets.Value("string"),
+            "sentence": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=list(TOPIC_LABELS)),
+        }
+    )
+    ds = datasets.Dataset.from_generator(
+        _topic_records, gen_kwargs={"root": str(stdlib_root()), "paths": "\n".join(paths)}, features=features
+    )
     return ds.filter(lambda source: split_of(source, validation_percent=10) == split, input_columns="source")

@@ -99,8 +99,10 @@ def load_remote(dataset_id: str, config: str | None, split: str, streaming: bool
     except Exception as err:  # noqa: BLE001 - every loading failure becomes one clear message
         where = f"{dataset_id!r}" + (f" (config {config!r})" if config else "") + f", split {split!r}"
         reason = " ".join(str(err).split())[:300] or type(err).__name__
-        raise UsageError(f"cannot load dataset {where}: {reason}. Check the id and your connection, or use "
-                         f"--dataset {EMBEDDED} for the offline corpus that ships with Python.") from None
+        raise UsageError(
+            f"cannot load dataset {where}: {reason}. Check the id and your connection, or use "
+            f"--dataset {EMBEDDED} for the offline corpus that ships with Python."
+        ) from None
 
 
 def _take(ds, n: int | None):
@@ -130,18 +132,27 @@ def _raw_text(spec: DataSpec, task: str, explicit: bool):
                 evaluation = load_remote(eval_id, spec.dataset_config, eval_split, spec.streaming)
             else:
                 train = load_remote(spec.dataset, spec.dataset_config, spec.train_split, spec.streaming)
-                evaluation = load_remote(spec.eval_dataset or spec.dataset, spec.dataset_config, spec.eval_split,
-                                         spec.streaming)
+                evaluation = load_remote(
+                    spec.eval_dataset or spec.dataset, spec.dataset_config, spec.eval_split, spec.streaming
+                )
             return train, evaluation, spec.text_column, spec.dataset
         except UsageError as err:
             if explicit:
                 raise
             warn(f"{err} Falling back to the embedded corpus.")
     if task == "causal-lm":
-        return (corpus.code_dataset("train", spec.max_train_samples), corpus.code_dataset("validation"),
-                corpus.CODE_COLUMN, "embedded: Python standard library source")
-    return (corpus.prose_dataset("train", spec.max_train_samples), corpus.prose_dataset("validation"),
-            corpus.PROSE_COLUMN, "embedded: pydoc topics + stdlib docstrings")
+        return (
+            corpus.code_dataset("train", spec.max_train_samples),
+            corpus.code_dataset("validation"),
+            corpus.CODE_COLUMN,
+            "embedded: Python standard library source",
+        )
+    return (
+        corpus.prose_dataset("train", spec.max_train_samples),
+        corpus.prose_dataset("validation"),
+        corpus.PROSE_COLUMN,
+        "embedded: pydoc topics + stdlib docstrings",
+    )
 
 
 # -- tokenizers ------------------------------------------------------------------------------------------------
@@ -169,24 +180,37 @@ def train_tokenizer(kind: str, texts, vocab_size: int) -> PreTrainedTokenizerFas
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(BPE_SPECIALS),
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=list(BPE_SPECIALS),
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
         tok.train_from_iterator(texts, trainer)
         special = BPE_SPECIALS[0]
-        return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=special, eos_token=special,
-                                       pad_token=special, unk_token=special)
+        return PreTrainedTokenizerFast(
+            tokenizer_object=tok, bos_token=special, eos_token=special, pad_token=special, unk_token=special
+        )
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size,
-                                                             special_tokens=list(WORDPIECE_SPECIALS),
-                                                             show_progress=False))
+    tok.train_from_iterator(
+        texts,
+        trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS), show_progress=False),
+    )
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
 
 
 def cached_tokenizer(kind: str, vocab_size: int, identity: dict[str, Any], texts_fn) -> PreTrainedTokenizerFast:
@@ -229,15 +253,16 @@ class ResumableMaskingCollator(DataCollatorForLanguageModeling):
 # -- tokenised datasets ----------------------------------------------------------------------------------------
 def chunk_causal(batch: dict, tokenizer, column: str, seq_len: int) -> dict:
     """HF course 7.6: split each text into `seq_len` windows, keep only the full ones."""
-    outputs = tokenizer(batch[column], truncation=True, max_length=seq_len, return_overflowing_tokens=True,
-                        return_length=True)
+    outputs = tokenizer(
+        batch[column], truncation=True, max_length=seq_len, return_overflowing_tokens=True, return_length=True
+    )
     return {"input_ids": [ids for length, ids in zip(outputs["length"], outputs["input_ids"]) if length == seq_len]}
 
 
 def group_masked(batch: dict, tokenizer, column: str, seq_len: int) -> dict:
     """HF course 7.3: tokenise (`[CLS] doc [SEP]`), concatenate, cut into `seq_len` blocks (rest dropped)."""
     ids = [i for seq in tokenizer(batch[column])["input_ids"] for i in seq]
-    blocks = [ids[i: i + seq_len] for i in range(0, len(ids) - seq_len + 1, seq_len)]
+    blocks = [ids[i : i + seq_len] for i in range(0, len(ids) - seq_len + 1, seq_len)]
     return {"input_ids": blocks, "attention_mask": [[1] * seq_len for _ in blocks]}
 
 
@@ -255,31 +280,43 @@ def _language_modelling(spec: DataSpec, task: str, vocab_size: int, explicit: bo
     if spec.tokenizer:
         tokenizer = load_tokenizer(spec.tokenizer)
     else:
-        identity = {"source": source, "config": spec.dataset_config, "split": spec.train_split, "column": column,
-                    "samples": spec.tokenizer_train_samples, "max_train": spec.max_train_samples,
-                    "python": sys.version.split()[0] if source.startswith("embedded") else None}
-        tokenizer = cached_tokenizer(kind, vocab_size, identity,
-                                     lambda: _texts(train_raw, column, spec.tokenizer_train_samples))
+        identity = {
+            "source": source,
+            "config": spec.dataset_config,
+            "split": spec.train_split,
+            "column": column,
+            "samples": spec.tokenizer_train_samples,
+            "max_train": spec.max_train_samples,
+            "python": sys.version.split()[0] if source.startswith("embedded") else None,
+        }
+        tokenizer = cached_tokenizer(
+            kind, vocab_size, identity, lambda: _texts(train_raw, column, spec.tokenizer_train_samples)
+        )
     fn = chunk_causal if task == "causal-lm" else group_masked
     kwargs = dict(tokenizer=tokenizer, column=column, seq_len=spec.seq_len)
     train = _tokenise(train_raw, fn, **kwargs)
     evaluation = _materialise(_take(_tokenise(eval_raw, fn, **kwargs), spec.max_eval_samples))
     if not isinstance(train, datasets.IterableDataset) and len(train) == 0 or len(evaluation) == 0:
-        raise UsageError(f"the data from {source} yields no full {spec.seq_len}-token example for training or "
-                         "evaluation; use more data (data.max_train_samples) or a shorter data.seq_len.")
+        raise UsageError(
+            f"the data from {source} yields no full {spec.seq_len}-token example for training or "
+            "evaluation; use more data (data.max_train_samples) or a shorter data.seq_len."
+        )
     return TaskData(train=train, eval=evaluation, tokenizer=tokenizer, source=source)
 
 
-def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, vocab_size: int,
-                    explicit: bool) -> TaskData:
+def _classification(
+    spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, vocab_size: int, explicit: bool
+) -> TaskData:
     if spec.dataset == EMBEDDED:
         train_raw, eval_raw = corpus.topic_dataset("train"), corpus.topic_dataset("validation")
         first, second, labels = "sentence", None, corpus.TOPIC_LABELS
         source = f"embedded: {EMBEDDED_TASK} (stdlib docstrings, {' vs '.join(labels)})"
     else:
         if spec.dataset == GLUE and spec.dataset_config not in GLUE_TASKS:
-            raise UsageError(f"data.dataset_config={spec.dataset_config!r} is not a GLUE task; allowed values: "
-                             f"{', '.join(GLUE_TASKS)}.")
+            raise UsageError(
+                f"data.dataset_config={spec.dataset_config!r} is not a GLUE task; allowed values: "
+                f"{', '.join(GLUE_TASKS)}."
+            )
         first, second, num, eval_split = GLUE_TASKS.get(spec.dataset_config, ("sentence", None, 2, spec.eval_split))
         if spec.dataset != GLUE or spec.eval_split != "validation":
             eval_split = spec.eval_split
@@ -292,11 +329,18 @@ def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, v
     eval_raw = _take(eval_raw, spec.max_eval_samples)
     if tokenizer is None:
         prose = corpus.prose_dataset("train")
-        identity = {"source": "embedded: pydoc topics + stdlib docstrings", "config": None, "split": "train",
-                    "column": corpus.PROSE_COLUMN, "samples": spec.tokenizer_train_samples, "max_train": None,
-                    "python": sys.version.split()[0]}
-        tokenizer = cached_tokenizer("wordpiece", vocab_size, identity,
-                                     lambda: _texts(prose, corpus.PROSE_COLUMN, spec.tokenizer_train_samples))
+        identity = {
+            "source": "embedded: pydoc topics + stdlib docstrings",
+            "config": None,
+            "split": "train",
+            "column": corpus.PROSE_COLUMN,
+            "samples": spec.tokenizer_train_samples,
+            "max_train": None,
+            "python": sys.version.split()[0],
+        }
+        tokenizer = cached_tokenizer(
+            "wordpiece", vocab_size, identity, lambda: _texts(prose, corpus.PROSE_COLUMN, spec.tokenizer_train_samples)
+        )
 
     def encode(batch):
         pair = (batch[first],) if second is None else (batch[first], batch[second])
@@ -305,12 +349,23 @@ def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, v
     keep = {"label"}
     train = train_raw.map(encode, batched=True, remove_columns=[c for c in train_raw.column_names if c not in keep])
     evaluation = eval_raw.map(encode, batched=True, remove_columns=[c for c in eval_raw.column_names if c not in keep])
-    return TaskData(train=train, eval=evaluation, tokenizer=tokenizer, source=source, num_labels=len(labels),
-                    label_names=tuple(labels))
+    return TaskData(
+        train=train,
+        eval=evaluation,
+        tokenizer=tokenizer,
+        source=source,
+        num_labels=len(labels),
+        label_names=tuple(labels),
+    )
 
 
-def build_task_data(task: str, spec: DataSpec, vocab_size: int, explicit_dataset: bool = False,
-                    tokenizer: PreTrainedTokenizerFast | None = None) -> TaskData:
+def build_task_data(
+    task: str,
+    spec: DataSpec,
+    vocab_size: int,
+    explicit_dataset: bool = False,
+    tokenizer: PreTrainedTokenizerFast | None = None,
+) -> TaskData:
     """The tokenised train/eval data and tokenizer of `task` as `spec` describes."""
     if task == "sequence-classification":
         return _classification(spec, tokenizer, vocab_size, explicit_dataset)

@@ -111,8 +111,13 @@ class Preset:
         return build_config({**self.model, **extra}, where=f"preset {self.name!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"paper": self.paper, "task": self.task, "model": dict(self.model),
-                "training": dataclasses.asdict(self.training), "data": dataclasses.asdict(self.data)}
+        return {
+            "paper": self.paper,
+            "task": self.task,
+            "model": dict(self.model),
+            "training": dataclasses.asdict(self.training),
+            "data": dataclasses.asdict(self.data),
+        }
 
 
 # -- loading -------------------------------------------------------------------------------------------------
@@ -127,8 +132,10 @@ def load_preset(name_or_path: str) -> Preset:
     if not (name_or_path.endswith(".json") and path.is_file()):
         path = PRESET_DIR / f"{name_or_path}.json"
     if not path.is_file():
-        raise UsageError(f"unknown preset {name_or_path!r}; available presets: {', '.join(available_presets())} "
-                         "(or a path to a preset .json file).")
+        raise UsageError(
+            f"unknown preset {name_or_path!r}; available presets: {', '.join(available_presets())} "
+            "(or a path to a preset .json file)."
+        )
     try:
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as err:
@@ -164,17 +171,25 @@ def validate(preset: Preset) -> SimplifiedConfig:
     """Value checks that types cannot express; returns the model config."""
     t, d, where = preset.training, preset.data, f"preset {preset.name!r}"
     if t.lr_scheduler not in LR_SCHEDULERS:
-        raise UsageError(f"{where}: training.lr_scheduler={t.lr_scheduler!r} is not valid; allowed values: "
-                         f"{', '.join(LR_SCHEDULERS)}.")
+        raise UsageError(
+            f"{where}: training.lr_scheduler={t.lr_scheduler!r} is not valid; allowed values: "
+            f"{', '.join(LR_SCHEDULERS)}."
+        )
     if (t.max_steps is None) == (t.num_train_epochs is None):
         raise UsageError(f"{where}: set exactly one of training.max_steps and training.num_train_epochs.")
     if d.streaming and t.max_steps is None:
         raise UsageError(f"{where}: data.streaming=true needs training.max_steps (a stream has no epochs).")
-    positive = {"training.learning_rate": t.learning_rate, "training.per_device_train_batch_size":
-                t.per_device_train_batch_size, "training.gradient_accumulation_steps": t.gradient_accumulation_steps,
-                "training.per_device_eval_batch_size": t.per_device_eval_batch_size, "training.eval_steps":
-                t.eval_steps, "training.logging_steps": t.logging_steps, "training.save_steps": t.save_steps,
-                "data.seq_len": d.seq_len, "data.tokenizer_train_samples": d.tokenizer_train_samples}
+    positive = {
+        "training.learning_rate": t.learning_rate,
+        "training.per_device_train_batch_size": t.per_device_train_batch_size,
+        "training.gradient_accumulation_steps": t.gradient_accumulation_steps,
+        "training.per_device_eval_batch_size": t.per_device_eval_batch_size,
+        "training.eval_steps": t.eval_steps,
+        "training.logging_steps": t.logging_steps,
+        "training.save_steps": t.save_steps,
+        "data.seq_len": d.seq_len,
+        "data.tokenizer_train_samples": d.tokenizer_train_samples,
+    }
     for field in ("max_steps", "num_train_epochs", "save_total_limit", "batch_ramp_to"):
         if getattr(t, field) is not None:
             positive[f"training.{field}"] = getattr(t, field)
@@ -184,11 +199,13 @@ def validate(preset: Preset) -> SimplifiedConfig:
     for field, value in positive.items():
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"{where}: {field} must be > 0, got {value}.")
-    for field, value, lo, hi in (("training.warmup_ratio", t.warmup_ratio, 0.0, 1.0),
-                                 ("training.adam_beta1", t.adam_beta1, 0.0, 1.0),
-                                 ("training.adam_beta2", t.adam_beta2, 0.0, 1.0),
-                                 ("training.batch_ramp_fraction", t.batch_ramp_fraction, 0.0, 1.0),
-                                 ("data.mlm_probability", d.mlm_probability, 0.0, 1.0)):
+    for field, value, lo, hi in (
+        ("training.warmup_ratio", t.warmup_ratio, 0.0, 1.0),
+        ("training.adam_beta1", t.adam_beta1, 0.0, 1.0),
+        ("training.adam_beta2", t.adam_beta2, 0.0, 1.0),
+        ("training.batch_ramp_fraction", t.batch_ramp_fraction, 0.0, 1.0),
+        ("data.mlm_probability", d.mlm_probability, 0.0, 1.0),
+    ):
         if not lo <= value < hi:
             raise UsageError(f"{where}: {field} must be in [{lo}, {hi}), got {value}.")
     for field in ("weight_decay", "adam_epsilon", "max_grad_norm"):
@@ -198,15 +215,21 @@ def validate(preset: Preset) -> SimplifiedConfig:
         if preset.task != "masked-lm":
             raise UsageError(f"{where}: training.batch_ramp_to is implemented for masked-lm presets only.")
         if t.batch_ramp_to % t.per_device_train_batch_size or t.batch_ramp_to < t.per_device_train_batch_size:
-            raise UsageError(f"{where}: training.batch_ramp_to ({t.batch_ramp_to}) must be a multiple of "
-                             f"training.per_device_train_batch_size ({t.per_device_train_batch_size}).")
+            raise UsageError(
+                f"{where}: training.batch_ramp_to ({t.batch_ramp_to}) must be a multiple of "
+                f"training.per_device_train_batch_size ({t.per_device_train_batch_size})."
+            )
         if t.gradient_accumulation_steps != 1:
-            raise UsageError(f"{where}: training.batch_ramp_to replaces gradient accumulation; set "
-                             "training.gradient_accumulation_steps to 1.")
+            raise UsageError(
+                f"{where}: training.batch_ramp_to replaces gradient accumulation; set "
+                "training.gradient_accumulation_steps to 1."
+            )
     if preset.task == "causal-lm" and preset.model.get("is_causal") is False:
         raise UsageError(f"{where}: a causal-lm preset cannot set model.is_causal=false.")
-    if d.seq_len > preset.model.get("max_position_embeddings", 1024) and \
-            preset.model.get("position_embedding_type", "learned") == "learned":
+    if (
+        d.seq_len > preset.model.get("max_position_embeddings", 1024)
+        and preset.model.get("position_embedding_type", "learned") == "learned"
+    ):
         raise UsageError(f"{where}: data.seq_len ({d.seq_len}) exceeds model.max_position_embeddings.")
     return preset.config()
 
@@ -224,9 +247,11 @@ def apply_override(preset: Preset, assignment: str) -> None:
     section = section or "model"
     if section == "model":
         if field not in MODEL_FIELDS:
-            raise UsageError(f"--set {key}: unknown config field {field!r}; allowed model fields: "
-                             f"{', '.join(MODEL_FIELDS)}; or training.<field> ({', '.join(_names(TrainingRecipe))}) "
-                             f"or data.<field> ({', '.join(_names(DataSpec))}).")
+            raise UsageError(
+                f"--set {key}: unknown config field {field!r}; allowed model fields: "
+                f"{', '.join(MODEL_FIELDS)}; or training.<field> ({', '.join(_names(TrainingRecipe))}) "
+                f"or data.<field> ({', '.join(_names(DataSpec))})."
+            )
         preset.model[field] = value
         return
     targets = {"training": preset.training, "data": preset.data}
@@ -234,8 +259,9 @@ def apply_override(preset: Preset, assignment: str) -> None:
         raise UsageError(f"--set {key}: unknown section {section!r}; allowed sections: model, training, data.")
     cls = type(targets[section])
     if field not in _names(cls):
-        raise UsageError(f"--set {key}: unknown {section} field {field!r}; allowed {section} fields: "
-                         f"{', '.join(_names(cls))}.")
+        raise UsageError(
+            f"--set {key}: unknown {section} field {field!r}; allowed {section} fields: {', '.join(_names(cls))}."
+        )
     setattr(targets[section], field, _typed(value, typing.get_type_hints(cls)[field], f"--set {key}"))
 
 
@@ -278,8 +304,9 @@ def _check_keys(mapping: dict, allowed, where: str) -> None:
         raise UsageError(f"{where} must be a JSON object, got {type(mapping).__name__}.")
     unknown = sorted(set(mapping) - set(allowed))
     if unknown:
-        raise UsageError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: "
-                         f"{', '.join(allowed)}.")
+        raise UsageError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: {', '.join(allowed)}."
+        )
 
 
 def _typed(value, annotation, where: str):

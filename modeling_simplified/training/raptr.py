@@ -195,8 +195,10 @@ class WidthMasks:
         self.variant = variant
         if variant == "mlp":
             if config.intermediate_size % MLP_PARTS:
-                raise RaptrSpecError(f"RaPTr variant='mlp': intermediate_size={config.intermediate_size} must be "
-                                     f"divisible by {MLP_PARTS}.")
+                raise RaptrSpecError(
+                    f"RaPTr variant='mlp': intermediate_size={config.intermediate_size} must be "
+                    f"divisible by {MLP_PARTS}."
+                )
             self.units, self.repeat = MLP_PARTS, config.intermediate_size // MLP_PARTS
             targets = [layer.mlp.act_norm for layer in base.layers]
             self.handles = [t.register_forward_hook(self._output_hook(i)) for i, t in enumerate(targets)]
@@ -254,15 +256,21 @@ class RaptrCallback(TrainerCallback):
     saving always see the full model). Reports the expected relative FLOPs before training and the realised FLOPs and
     wall time per stage after it (`report`, logged; the CLI writes it to `metrics.json`)."""
 
-    def __init__(self, spec: str = "recommended", lengths: str | Sequence[int] = "equal", full_model_steps: int = 0,
-                 fixed: Sequence[int] | None = None, scaling: str = "sqrt", seed: int | None = None,
-                 variant: str = "depth"):
+    def __init__(
+        self,
+        spec: str = "recommended",
+        lengths: str | Sequence[int] = "equal",
+        full_model_steps: int = 0,
+        fixed: Sequence[int] | None = None,
+        scaling: str = "sqrt",
+        seed: int | None = None,
+        variant: str = "depth",
+    ):
         if variant not in VARIANTS:
             raise RaptrSpecError(f"RaPTr variant={variant!r}: allowed values are {', '.join(VARIANTS)}.")
         if variant != "depth":  # width: no always-kept units, no rescaling (§4.3)
             fixed, scaling = (), "none"
-        self.options = dict(spec=spec, lengths=lengths, full_model_steps=full_model_steps, fixed=fixed,
-                            scaling=scaling)
+        self.options = dict(spec=spec, lengths=lengths, full_model_steps=full_model_steps, fixed=fixed, scaling=scaling)
         self.variant = variant
         self.seed = seed
         self.width: WidthMasks | None = None
@@ -279,14 +287,23 @@ class RaptrCallback(TrainerCallback):
             self.width = WidthMasks(base, self.variant)
             L, rows = self.width.units, len(base.layers)
         seed = args.seed if self.seed is None else self.seed
-        self.schedule = build_schedule(num_layers=L, max_steps=state.max_steps, seed=seed, rows=rows,
-                                       **self.options)
+        self.schedule = build_schedule(num_layers=L, max_steps=state.max_steps, seed=seed, rows=rows, **self.options)
         self.tallies = [_StageTally() for _ in self.schedule.stages]
         expected = self.schedule.expected_relative_flops()
-        self.report = {"schedule": self.options["spec"], "variant": self.variant, "scaling": self.schedule.scaling,
-                       "fixed_layers": list(self.schedule.fixed), "expected_relative_flops": expected}
-        logger.warning("RaPTr %s on %d layers: stages %s, expected relative FLOPs %.4f", self.options["spec"], L,
-                       [(round(s.size, 3), s.start, s.end) for s in self.schedule.stages], expected)
+        self.report = {
+            "schedule": self.options["spec"],
+            "variant": self.variant,
+            "scaling": self.schedule.scaling,
+            "fixed_layers": list(self.schedule.fixed),
+            "expected_relative_flops": expected,
+        }
+        logger.warning(
+            "RaPTr %s on %d layers: stages %s, expected relative FLOPs %.4f",
+            self.options["spec"],
+            L,
+            [(round(s.size, 3), s.start, s.end) for s in self.schedule.stages],
+            expected,
+        )
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         step = state.global_step
@@ -317,19 +334,34 @@ class RaptrCallback(TrainerCallback):
         steps = sum(t.steps for t in self.tallies)
         stages = []
         for stage, tally in zip(self.schedule.stages, self.tallies):
-            stages.append({**asdict(stage), **asdict(tally),
-                           "mean_layers": tally.layers / tally.steps if tally.steps else None,
-                           "s_per_step": tally.wall_time_s / tally.steps if tally.steps else None})
+            stages.append(
+                {
+                    **asdict(stage),
+                    **asdict(tally),
+                    "mean_layers": tally.layers / tally.steps if tally.steps else None,
+                    "s_per_step": tally.wall_time_s / tally.steps if tally.steps else None,
+                }
+            )
         self.report["realised_relative_flops"] = sum(t.layers for t in self.tallies) / (L * max(steps, 1))
         self.report["step_time_s"] = sum(t.wall_time_s for t in self.tallies)
         self.report["stages"] = stages
-        logger.warning("RaPTr realised relative FLOPs %.4f (expected %.4f); per stage (size, steps, mean layers, "
-                       "s/step): %s", self.report["realised_relative_flops"], self.report["expected_relative_flops"],
-                       [(round(s["size"], 2), s["steps"], s["mean_layers"], s["s_per_step"]) for s in stages])
+        logger.warning(
+            "RaPTr realised relative FLOPs %.4f (expected %.4f); per stage (size, steps, mean layers, s/step): %s",
+            self.report["realised_relative_flops"],
+            self.report["expected_relative_flops"],
+            [(round(s["size"], 2), s["steps"], s["mean_layers"], s["s_per_step"]) for s in stages],
+        )
 
 
-def bench(num_layers: int = 12, hidden_size: int = 256, seq_len: int = 128, batch: int = 8, vocab: int = 4096,
-          repeats: int = 7, block_type: str = "pre_ln") -> dict[str, float]:
+def bench(
+    num_layers: int = 12,
+    hidden_size: int = 256,
+    seq_len: int = 128,
+    batch: int = 8,
+    vocab: int = 4096,
+    repeats: int = 7,
+    block_type: str = "pre_ln",
+) -> dict[str, float]:
     """Same-run timing of a full training step (forward, backward, AdamW) against a step on a (p, I)-subnetwork of
     half the layers (first and last kept, App. J scales), interleaved; returns min and median times and ratios."""
     from ..configuration_simplified import SimplifiedConfig
@@ -337,9 +369,15 @@ def bench(num_layers: int = 12, hidden_size: int = 256, seq_len: int = 128, batc
     from ..optimization import parameter_groups
 
     torch.manual_seed(0)
-    config = SimplifiedConfig(block_type=block_type, vocab_size=vocab, hidden_size=hidden_size,
-                              num_hidden_layers=num_layers, num_attention_heads=max(1, hidden_size // 64),
-                              intermediate_size=4 * hidden_size, max_position_embeddings=seq_len)
+    config = SimplifiedConfig(
+        block_type=block_type,
+        vocab_size=vocab,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=max(1, hidden_size // 64),
+        intermediate_size=4 * hidden_size,
+        max_position_embeddings=seq_len,
+    )
     model = SimplifiedForCausalLM(config).train()
     opt = torch.optim.AdamW(parameter_groups(model, 0.1), lr=1e-4)
     ids = torch.randint(0, vocab, (batch, seq_len))
@@ -357,7 +395,7 @@ def bench(num_layers: int = 12, hidden_size: int = 256, seq_len: int = 128, batc
         opt.zero_grad(set_to_none=False)
         return time.perf_counter() - start
 
-    for name, plan in plans.items():  # warm-up
+    for plan in plans.values():  # warm-up
         step(plan)
     for _ in range(repeats):
         for name, plan in plans.items():
@@ -395,9 +433,12 @@ def compare_runs(runs: dict[str, str], path: str) -> dict[str, dict]:
         ax.plot(*zip(*evaluation), "o-", color=color, linewidth=1.4, markersize=4, label=f"{label}: eval")
         metrics = json.loads((run / "metrics.json").read_text())
         raptr = metrics.get("raptr", {})
-        summary[label] = {"eval_loss": metrics["eval_loss"], "train_time_s": metrics["train_time_s"],
-                          "expected_relative_flops": raptr.get("expected_relative_flops", 1.0),
-                          "realised_relative_flops": raptr.get("realised_relative_flops", 1.0)}
+        summary[label] = {
+            "eval_loss": metrics["eval_loss"],
+            "train_time_s": metrics["train_time_s"],
+            "expected_relative_flops": raptr.get("expected_relative_flops", 1.0),
+            "realised_relative_flops": raptr.get("realised_relative_flops", 1.0),
+        }
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy loss")
     ax.set_ylim(top=min(ax.get_ylim()[1], 8.5))
@@ -409,8 +450,10 @@ def compare_runs(runs: dict[str, str], path: str) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="RaPTr tools: `--bench` times a half-layers step against a full one; "
-                                     "`--compare LABEL=RUN ... --plot PNG` plots runs' loss curves together.")
+    parser = argparse.ArgumentParser(
+        description="RaPTr tools: `--bench` times a half-layers step against a full one; "
+        "`--compare LABEL=RUN ... --plot PNG` plots runs' loss curves together."
+    )
     parser.add_argument("--bench", action="store_true", help="time a step on half the layers against a full step")
     parser.add_argument("--compare", nargs="+", metavar="LABEL=RUN_DIR", help="simplified-train runs to compare")
     parser.add_argument("--plot", default="raptr_comparison.png", help="the comparison PNG (with --compare)")
@@ -431,11 +474,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     r = bench(args.layers, args.hidden_size, args.seq_len, args.batch, repeats=args.repeats, block_type=args.block_type)
-    print(f"RaPTr step on {r['layers_kept']}/{r['num_layers']} layers vs full step ({args.block_type}, "
-          f"d={args.hidden_size}, batch {args.batch}x{args.seq_len}, {args.repeats} interleaved repeats):")
+    print(
+        f"RaPTr step on {r['layers_kept']}/{r['num_layers']} layers vs full step ({args.block_type}, "
+        f"d={args.hidden_size}, batch {args.batch}x{args.seq_len}, {args.repeats} interleaved repeats):"
+    )
     for stat in ("min", "median"):
-        print(f"  {stat:6s} full {r[f'full_{stat}_s'] * 1e3:8.1f} ms   half {r[f'half_{stat}_s'] * 1e3:8.1f} ms   "
-              f"half/full = {r[f'half_over_full_{stat}']:.3f}")
+        print(
+            f"  {stat:6s} full {r[f'full_{stat}_s'] * 1e3:8.1f} ms   half {r[f'half_{stat}_s'] * 1e3:8.1f} ms   "
+            f"half/full = {r[f'half_over_full_{stat}']:.3f}"
+        )
     return 0
 
 

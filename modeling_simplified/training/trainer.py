@@ -100,8 +100,11 @@ class BatchRampAdamW(torch.optim.AdamW):
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
         order = [p for group in self.param_groups for p in group["params"]]
-        state["batch_ramp"] = {"micro_steps": self.micro_steps, "accumulated": self.accumulated,
-                               "sums": {i: self._sums[p] for i, p in enumerate(order) if p in self._sums}}
+        state["batch_ramp"] = {
+            "micro_steps": self.micro_steps,
+            "accumulated": self.accumulated,
+            "sums": {i: self._sums[p] for i, p in enumerate(order) if p in self._sums},
+        }
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -135,13 +138,20 @@ class SimplifiedTrainer(Trainer):
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
         if self.optimizer is None:
             groups = parameter_groups(self.model if model is None else model, self.args.weight_decay)
-            kwargs = dict(lr=self.args.learning_rate, betas=(self.args.adam_beta1, self.args.adam_beta2),
-                          eps=self.args.adam_epsilon)
+            kwargs = dict(
+                lr=self.args.learning_rate,
+                betas=(self.args.adam_beta1, self.args.adam_beta2),
+                eps=self.args.adam_epsilon,
+            )
             if self.recipe.batch_ramp_to:
                 steps = self.args.max_steps if self.args.max_steps > 0 else self.recipe.max_steps or 1
                 self.optimizer = BatchRampAdamW(
-                    groups, micro_batch=self.args.per_device_train_batch_size, final_batch=self.recipe.batch_ramp_to,
-                    ramp_steps=math.ceil(self.recipe.batch_ramp_fraction * steps), **kwargs)
+                    groups,
+                    micro_batch=self.args.per_device_train_batch_size,
+                    final_batch=self.recipe.batch_ramp_to,
+                    ramp_steps=math.ceil(self.recipe.batch_ramp_fraction * steps),
+                    **kwargs,
+                )
             else:
                 self.optimizer = torch.optim.AdamW(groups, **kwargs)
         return self.optimizer

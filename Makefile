@@ -5,7 +5,11 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
+<<<<<<< HEAD
 .PHONY: setup demo lint test test-slow test-all clean
+=======
+.PHONY: setup demo test test-slow test-all bench clean
+>>>>>>> issue-9
 
 setup: $(VENV)/.installed
 
@@ -32,6 +36,11 @@ test-slow: setup
 
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"
+
+# Train-step throughput vs pre_ln and GPT2LMHeadModel at the CodeParrot shape; prints a table, writes benchmark.json.
+# Not collected by pytest. Pass options with BENCH_ARGS, e.g. `make bench BENCH_ARGS=--quick`.
+bench: setup
+	$(BIN)/python -m modeling_simplified.benchmark $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -5,11 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-<<<<<<< HEAD
-.PHONY: setup demo lint test test-slow test-all clean
-=======
-.PHONY: setup demo test test-slow test-all bench clean
->>>>>>> issue-9
+.PHONY: setup demo lint test test-slow test-all bench clean
 
 setup: $(VENV)/.installed
 

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo lint test test-slow test-all bench clean
+.PHONY: setup demo lint test test-slow test-all bench reproduce clean
 
 setup: $(VENV)/.installed
 
@@ -23,6 +23,10 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The paper's block comparison in miniature (docs/reproduction/); extra options via REPRODUCE_ARGS, e.g. "--seeds 0 1 2".
+reproduce: setup
+	$(BIN)/python -m modeling_simplified.training.reproduce $(REPRODUCE_ARGS)
 
 test: setup
 	$(BIN)/pytest -q

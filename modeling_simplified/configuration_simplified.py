@@ -200,6 +200,8 @@ class SimplifiedConfig(PreTrainedConfig):
         head_scale, attn_branch_norm, mlp_act_norm, residual_scale: NormFormer's head-wise scaling (before or
             after W^O), LN after attention, LN after the MLP activation, and ResScale λ on the MLP skip.
         attention_bias / mlp_bias: biases on the attention / MLP matrices (reparameterised ones included).
+        frozen_biases: only the query/key biases are trained; the value, projection and MLP biases keep their values
+            (the authors' code trains the QK bias and freezes the others at zero; a converted checkpoint keeps them).
         init_scheme: `normal` (std `initializer_range` everywhere) or `gpt2` (residual outputs /sqrt(2L); the
             `normformer` preset, as its GPT-3 baseline).
         pad_vocab_size_multiple: pad the embedding matrix to a multiple of this; padded logits are never predicted.
@@ -266,6 +268,7 @@ class SimplifiedConfig(PreTrainedConfig):
 
     attention_bias: bool = False
     mlp_bias: bool = False
+    frozen_biases: bool = False
     tie_word_embeddings: bool = True
     initializer_range: float = 0.02
     init_scheme: str | None = None
@@ -282,7 +285,7 @@ class SimplifiedConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        self.auto_map = {**(getattr(self, "auto_map", None) or {}), **AUTO_MAP}
+        self.auto_map = _complete_auto_map(getattr(self, "auto_map", None) or {})
         self._check_types()
         if self.block_type not in BLOCK_TYPES:
             raise ValueError(_choice_error("block_type", self.block_type, BLOCK_TYPES))
@@ -437,6 +440,13 @@ class SimplifiedConfig(PreTrainedConfig):
     def padded_vocab_size(self) -> int:
         m = self.pad_vocab_size_multiple
         return (self.vocab_size + m - 1) // m * m
+
+
+def _complete_auto_map(auto_map: dict) -> dict:
+    """`AUTO_MAP` with the entries a loaded config already has kept as they are: a reference to another repo's code
+    (`"repo--modeling_simplified.X"`) stays, and the added classes point at that same repo."""
+    prefix = next((ref.split("--")[0] + "--" for ref in auto_map.values() if isinstance(ref, str) and "--" in ref), "")
+    return {**{key: prefix + ref for key, ref in AUTO_MAP.items()}, **auto_map}
 
 
 def _type_name(annotation) -> str:

@@ -238,6 +238,8 @@ class SimplifiedMLP(nn.Module):
         self.act_norm = build_norm(config.norm_type if config.mlp_act_norm else "none", width, config)
         self.fc_out = nn.Linear(width, config.hidden_size, bias=config.mlp_bias)
         self.fc_out.init_std = _output_init_std(config)
+        for linear in (self.fc_in, self.fc_out):
+            _freeze_bias(linear, config)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -260,6 +262,7 @@ class ReparamLinear(nn.Module):
         self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
         self.beta = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
         self.bias = nn.Parameter(torch.empty(dim)) if config.attention_bias else None
+        _freeze_bias(self, config)
 
     @property
     def weight(self) -> torch.Tensor:
@@ -267,6 +270,12 @@ class ReparamLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
+
+
+def _freeze_bias(module: nn.Module, config: SimplifiedConfig):
+    """`frozen_biases`: this matrix's bias keeps its value (only query/key biases train)."""
+    if config.frozen_biases and module.bias is not None:
+        module.bias.requires_grad_(False)
 
 
 def build_matrix(mode: str, config: SimplifiedConfig, linear_init_std: float | None = None) -> nn.Module:
@@ -277,6 +286,7 @@ def build_matrix(mode: str, config: SimplifiedConfig, linear_init_std: float | N
     if mode == "reparam":
         return ReparamLinear(d, config)
     linear = nn.Linear(d, d, bias=config.attention_bias)
+    _freeze_bias(linear, config)
     linear.orthogonal_init = config.value_projection_init == "orthogonal"
     if linear_init_std is not None:
         linear.init_std = linear_init_std
@@ -510,7 +520,9 @@ class SimplifiedAttention(nn.Module):
         self.is_causal = config.is_causal is not False
         self.attention_dropout = config.attention_dropout
         value_mode = config.first_layer_value_mode if layer_idx == 0 else config.value_mode
-        self.qkv = FusedQKV(config) if value_mode == "linear" else QKWithValue(config, value_mode)
+        # fused unless the value bias must stay frozen while the query/key bias trains
+        fused = value_mode == "linear" and not (config.frozen_biases and config.attention_bias)
+        self.qkv = FusedQKV(config) if fused else QKWithValue(config, value_mode)
         self.q_norm = build_norm(config.qk_norm, self.head_dim, config)
         self.k_norm = build_norm(config.qk_norm, self.head_dim, config)
         self.mixing = ShapedMixing(config) if config.attention_type == "shaped" else SoftmaxMixing()

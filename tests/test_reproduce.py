@@ -94,8 +94,10 @@ def test_claims_logic():
 def test_bad_input(capsys):
     assert reproduce.main(["--steps", "6"]) == 2
     assert "--steps must be a positive multiple of 4" in capsys.readouterr().err
-    assert reproduce.main(["--preset", "crammed-bert-tiny", "--blocks", "pre_ln"]) == 2
-    assert "no preset 'crammed-bert-tiny-pre_ln'" in capsys.readouterr().err
+    assert reproduce.main(["--preset", "crammed-bert-tiny", "--blocks", "pre_ln"]) == 2  # exists, but masked-LM
+    assert "preset 'crammed-bert-tiny-pre_ln' is a masked-lm preset" in capsys.readouterr().err
+    assert reproduce.main(["--preset", "glue", "--blocks", "sas"]) == 2
+    assert "no preset 'glue-sas' for block 'sas'" in capsys.readouterr().err
 
 
 def test_ablation_is_sas_with_softmax(tmp_path):

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .presets import UsageError, available_presets
+from .presets import UsageError, available_presets, load_preset
 
 # name -> (block type of the preset, model overrides, lr factor)
 BLOCKS: dict[str, tuple[str, dict[str, Any], float]] = {
@@ -43,6 +43,8 @@ BLOCKS: dict[str, tuple[str, dict[str, Any], float]] = {
     "simplest": ("simplest", {}, 2 / 3),  # no norms: the paper's lower lr (App. D.2, 3e-3 -> 2e-3)
     "sas_softmax": ("sas", {"attention_type": "softmax"}, 1.0),  # ablation: skipless without shaping (Fig. 2)
 }
+#: preset families with a causal-LM preset for every block type
+CAUSAL_FAMILIES = ("codeparrot", "codeparrot-tiny")
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 GAIN_KEYS = ("alpha_mean", "beta_mean", "gamma_mean", "beta_ff")
 
@@ -105,8 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
 def train_argv(args: argparse.Namespace, name: str, seed: int, run_dir: Path) -> list[str]:
     """The `simplified-train` arguments of one block type and seed."""
     block, model_overrides, lr_factor = BLOCKS[name]
-    from .presets import load_preset
-
     preset = f"{args.preset}-{block}"
     lr = load_preset(preset).training.learning_rate * lr_factor
     steps = None if args.preset_shape else args.steps
@@ -158,7 +158,13 @@ def check(args: argparse.Namespace) -> None:
         if preset not in names:
             raise UsageError(
                 f"--preset {args.preset!r}: no preset {preset!r} for block {name!r}; families with "
-                f"every block: codeparrot, codeparrot-tiny."
+                f"every block: {', '.join(CAUSAL_FAMILIES)}."
+            )
+        task = load_preset(preset).task
+        if task != "causal-lm":
+            raise UsageError(
+                f"--preset {args.preset!r}: preset {preset!r} is a {task} preset; simplified-reproduce trains "
+                f"causal LMs (the paper's CodeParrot runs): families {', '.join(CAUSAL_FAMILIES)}."
             )
     if len(set(args.seeds)) != len(args.seeds):
         raise UsageError(f"--seeds must be distinct, got {args.seeds}.")

@@ -80,13 +80,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(error: BaseException) -> str:
+    """An error as one line: its message (its type too, for errors that are not about the input files)."""
+    text = " ".join(str(error).split()) or "(no message)"
+    if isinstance(error, (ConversionError, OSError, ValueError)):
+        return text
+    return f"{type(error).__name__}: {text}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Returns 0 on success; on any failure prints one `error:` line to stderr (no traceback), writes nothing to
+    OUT and returns 1."""
     args = build_parser().parse_args(argv)
     try:
         model = COMMANDS[args.command][0](args.src, args)
         out = save_atomically(model, args.out)
-    except (ConversionError, OSError) as error:
-        print(f"simplified-convert {args.command}: error: {error}", file=sys.stderr)
+    except Exception as error:  # ConversionError, the config's ValueError, OSError, torch/safetensors load errors
+        print(f"simplified-convert {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 1
     print(f"wrote {type(model).__name__} to {out}")
     return 0

@@ -23,12 +23,22 @@ class Source:
         self.used: set[str] = set()
         self.missing: list[str] = []
 
-    def take(self, key: str) -> torch.Tensor | None:
+    def take(self, key: str, shape: tuple[int, ...] | None = None) -> torch.Tensor | None:
+        """The tensor at `key` (None, recorded as missing, if absent); with `shape`, it must have that shape."""
         if key not in self.tensors:
             self.missing.append(key)
             return None
         self.used.add(key)
-        return self.tensors[key]
+        value = self.tensors[key]
+        if shape is not None:
+            check_shape(value, shape, key, self.name)
+        return value
+
+    def cat(self, keys: list[str], shape: tuple[int, ...]) -> torch.Tensor | None:
+        """`torch.cat` of the tensors at `keys` along dim 0, each checked to have `shape` first (None if any is
+        missing: `finish` lists it)."""
+        parts = [self.take(key, shape) for key in keys]
+        return None if any(part is None for part in parts) else torch.cat(parts)
 
     def has(self, key: str) -> bool:
         return key in self.tensors
@@ -40,6 +50,16 @@ class Source:
                 f"{self.name} checkpoint does not match its config: missing keys {sorted(self.missing)}; "
                 f"unexpected keys {unexpected}."
             )
+
+
+def check_shape(value: torch.Tensor, shape: tuple[int, ...], key: str, name: str):
+    """A ConversionError naming `key` unless `value` is a tensor of exactly `shape`."""
+    if not isinstance(value, torch.Tensor):
+        raise ConversionError(f"{name} checkpoint: {key} is a {type(value).__name__}, not a tensor.")
+    if tuple(value.shape) != tuple(shape):
+        raise ConversionError(
+            f"{name} checkpoint: {key} has shape {tuple(value.shape)}, expected {tuple(shape)} from its config."
+        )
 
 
 def refuse_incompatible(target: str, checks: dict[str, tuple[object, object]]):

@@ -16,14 +16,15 @@ from transformers import (
 
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedModel
 
-from .common import Source, fill, refuse_incompatible
+from .common import ConversionError, Source, fill, refuse_incompatible
 
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
 BERT_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "relu": "relu"}
 
 
-def _t(w: torch.Tensor) -> torch.Tensor:
-    return w.t().contiguous()
+def _t(w: torch.Tensor | None) -> torch.Tensor | None:
+    """Conv1D `[in, out]` <-> `nn.Linear` `[out, in]` (a missing key stays None: `Source.finish` lists it)."""
+    return None if w is None else w.t().contiguous()
 
 
 def _common_ids(config) -> dict:
@@ -53,6 +54,7 @@ def _plain_pre_ln_checks(c: SimplifiedConfig) -> dict:
         "qk_norm": (c.qk_norm, "none"),
         "type_vocab_size": (c.type_vocab_size, 0),
         "is_causal": (c.is_causal, (True, None)),
+        "frozen_biases": (c.frozen_biases, False),
     }
 
 
@@ -241,15 +243,18 @@ def llama_to_simplified(model: LlamaForCausalLM) -> SimplifiedForCausalLM:
         out["lm_head.weight"] = head
     params = ("weight", "bias") if l.attention_bias else ("weight",)
     mlp_params = ("weight", "bias") if l.mlp_bias else ("weight",)
+    d, w = l.hidden_size, l.intermediate_size
     for i in range(l.num_hidden_layers):
         s, t = f"model.layers.{i}.", f"model.layers.{i}."
         out[f"{t}attn_norm.weight"] = src.take(f"{s}input_layernorm.weight")
         out[f"{t}mlp_norm.weight"] = src.take(f"{s}post_attention_layernorm.weight")
         for p in params:
-            out[f"{t}attn.qkv.proj.{p}"] = torch.cat([src.take(f"{s}self_attn.{n}_proj.{p}") for n in "qkv"])
+            shape = (d, d) if p == "weight" else (d,)
+            out[f"{t}attn.qkv.proj.{p}"] = src.cat([f"{s}self_attn.{n}_proj.{p}" for n in "qkv"], shape)
             out[f"{t}attn.o_proj.{p}"] = src.take(f"{s}self_attn.o_proj.{p}")
         for p in mlp_params:
-            out[f"{t}mlp.fc_in.{p}"] = torch.cat([src.take(f"{s}mlp.{n}_proj.{p}") for n in ("gate", "up")])
+            shape = (w, d) if p == "weight" else (w,)
+            out[f"{t}mlp.fc_in.{p}"] = src.cat([f"{s}mlp.{n}_proj.{p}" for n in ("gate", "up")], shape)
             out[f"{t}mlp.fc_out.{p}"] = src.take(f"{s}mlp.down_proj.{p}")
     src.finish()
     return fill(SimplifiedForCausalLM(config).to(model.dtype), out, "Llama -> pre_ln").eval()
@@ -321,8 +326,8 @@ def simplified_to_llama(model: SimplifiedForCausalLM) -> LlamaForCausalLM:
 # ----------------------------------------------------------------------------------------------------------------
 def bert_to_simplified(model: BertForMaskedLM | BertModel, drop_pooler: bool = False):
     """`BertForMaskedLM` -> `SimplifiedForMaskedLM`, `BertModel` -> `SimplifiedModel` (`post_ln` encoder with
-    token types and an embedding LayerNorm). `BertModel`'s pooler has no counterpart: it is refused (listed as an
-    unexpected key) unless `drop_pooler`."""
+    token types and an embedding LayerNorm). `BertModel`'s pooler has no counterpart: it is refused (the error names
+    its keys and `--drop-pooler`) unless `drop_pooler`."""
     b = model.config
     masked_lm = isinstance(model, BertForMaskedLM)
     refuse_incompatible(
@@ -361,8 +366,13 @@ def bert_to_simplified(model: BertForMaskedLM | BertModel, drop_pooler: bool = F
         **_common_ids(b),
     )
     state = model.state_dict()
-    if drop_pooler:
-        state = {k: v for k, v in state.items() if not k.startswith("pooler.")}
+    pooler = sorted(k for k in state if k.startswith("pooler."))
+    if pooler and not drop_pooler:
+        raise ConversionError(
+            f"BertModel's pooler ({', '.join(pooler)}) has no counterpart in SimplifiedModel; pass --drop-pooler "
+            "(Python: drop_pooler=True) to convert the encoder without it."
+        )
+    state = {k: v for k, v in state.items() if k not in pooler}
     src = Source(state, "BERT")
     s0 = "bert." if masked_lm else ""
     t0 = "model." if masked_lm else ""
@@ -373,11 +383,12 @@ def bert_to_simplified(model: BertForMaskedLM | BertModel, drop_pooler: bool = F
     }
     for p in ("weight", "bias"):
         out[f"{t0}embed_norm.{p}"] = src.take(f"{s0}embeddings.LayerNorm.{p}")
+    d = b.hidden_size
     for i in range(b.num_hidden_layers):
         s, t = f"{s0}encoder.layer.{i}.", f"{t0}layers.{i}."
         for p in ("weight", "bias"):
-            out[f"{t}attn.qkv.proj.{p}"] = torch.cat(
-                [src.take(f"{s}attention.self.{n}.{p}") for n in ("query", "key", "value")]
+            out[f"{t}attn.qkv.proj.{p}"] = src.cat(
+                [f"{s}attention.self.{n}.{p}" for n in ("query", "key", "value")], (d, d) if p == "weight" else (d,)
             )
             for a, c in (
                 ("attention.output.dense", "attn.o_proj"),

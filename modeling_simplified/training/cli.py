@@ -4,6 +4,10 @@ A run writes into its output directory: Trainer checkpoints (`checkpoint-<step>/
 preset), `metrics.json`, `loss_curve.png` and a Hub-ready export (`export/`). Bad input (unknown preset or field,
 unreachable dataset, an output directory holding another run) prints one message and exits with status 2
 before anything in the output directory is written.
+
+Under `torchrun` / `accelerate launch` every rank trains (the Trainer's DDP); only the world process zero writes the
+run's files (the Trainer's checkpoints, `preset.json`, the plot, the export and `metrics.json`), after every rank has
+checked its input.
 """
 
 from __future__ import annotations
@@ -106,13 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="an initial full-model phase of N steps (taken from the last stage)",
     )
     raptr.add_argument(
-        "--raptr-scaling", default="sqrt", help="kept layers' update scale: sqrt (App. J), inverse (1/p), none"
+        "--raptr-scaling",
+        help="kept layers' update scale (depth only): sqrt (App. J, default), inverse (1/p), none",
     )
     raptr.add_argument(
         "--raptr-variant",
         default="depth",
         help="random subnetworks of layers (depth), of each "
-        "MLP's 4 sub-MLPs (mlp) or of each layer's attention heads (attention); sizes count those units",
+        "MLP's 4 sub-MLPs (mlp) or of each layer's attention heads (attention); sizes count those units, "
+        "e.g. --raptr 2-3-4 --raptr-variant mlp",
     )
     parser.add_argument("--list-presets", action="store_true", help="print the presets and exit")
     return parser
@@ -320,17 +326,33 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
 
     started = time.time()
     preset, out = plan.preset, plan.output_dir
+    if raptr and preset.training.batch_ramp_to:
+        raise UsageError(
+            f"--raptr cannot be combined with the batch ramp of preset {preset.name!r} "
+            f"(training.batch_ramp_to={preset.training.batch_ramp_to}): its optimizer makes every Trainer step one "
+            "micro-batch, so RaPTr would draw a new subnetwork per micro-batch instead of per optimizer update. "
+            "Pass --set training.batch_ramp_to=null to train with RaPTr and a fixed batch."
+        )
+    raptr_cb = _raptr_callback(raptr) if raptr else None
+    # under torchrun / accelerate launch this joins the process group (no file is written)
+    args = training_arguments(preset.training, str(out), eval_on_start=plan.resume_from is None)
+    main_process = args.process_index == 0
     model, data = _model_and_tokenizer(plan)
-    raptr_cb = _raptr_callback(raptr, model, preset) if raptr else None
+    if raptr_cb is not None:
+        _check_raptr_schedule(raptr_cb, model, _planned_steps(args, data.train))
 
-    # everything that can fail on user input has been checked: from here on the output directory is written
-    out.mkdir(parents=True, exist_ok=True)
-    if plan.resume_from is None:
-        for stale in [*out.glob("checkpoint-*"), out / "export"]:
-            shutil.rmtree(stale, ignore_errors=True)
-        for stale in ("metrics.json", "loss_curve.png"):
-            (out / stale).unlink(missing_ok=True)
-    (out / "preset.json").write_text(json.dumps(preset.to_dict(), indent=2) + "\n")
+    # everything that can fail on user input has been checked (on every rank: plan_run read the output directory,
+    # hence the barrier): from here on the world process zero writes the output directory
+    _wait_for_everyone(args)
+    if main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        if plan.resume_from is None:
+            for stale in [*out.glob("checkpoint-*"), out / "export"]:
+                shutil.rmtree(stale, ignore_errors=True)
+            for stale in ("metrics.json", "loss_curve.png"):
+                (out / stale).unlink(missing_ok=True)
+        (out / "preset.json").write_text(json.dumps(preset.to_dict(), indent=2) + "\n")
+    _wait_for_everyone(args)
 
     if preset.task == "sequence-classification":
         collator = DataCollatorWithPadding(data.tokenizer)
@@ -342,7 +364,6 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
             seed=preset.training.seed,
         )
     diag = DiagnosticsCallback(model) if diagnostics else None
-    args = training_arguments(preset.training, str(out), eval_on_start=plan.resume_from is None)
     trainer = SimplifiedTrainer(
         model=model,
         args=args,
@@ -368,9 +389,6 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         or trainer.evaluate()
     )
     train_losses = [e["loss"] for e in history if "loss" in e]
-    curve = plot_loss_curve(
-        history, out / "loss_curve.png", title=f"{preset.name} ({model.config.block_type}) on {data.source}"
-    )
     tokens = int(trainer.state.num_input_tokens_seen)
     metrics: dict[str, Any] = {
         "preset": preset.name,
@@ -397,9 +415,15 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         metrics["perplexity"] = math.exp(min(final_eval["eval_loss"], 700.0))
     if diag is not None:
         metrics["diagnostics"] = diag.collect(model)
-    if raptr_cb is not None:
-        metrics["raptr"] = raptr_cb.report
+    if raptr_cb is not None:  # the Trainer may have replaced it by one restored from the checkpoint
+        metrics["raptr"] = next(cb for cb in trainer.callback_handler.callbacks if type(cb) is type(raptr_cb)).report
+    if not trainer.is_world_process_zero():
+        metrics["wall_time_s"] = time.time() - started
+        return metrics  # the world process zero writes the plot, the export and metrics.json
 
+    curve = plot_loss_curve(
+        history, out / "loss_curve.png", title=f"{preset.name} ({model.config.block_type}) on {data.source}"
+    )
     if export:
         run_info = {
             "dataset": data.source,
@@ -447,18 +471,51 @@ def _raptr_options(args: argparse.Namespace) -> dict | None:
     )
 
 
-def _raptr_callback(options: dict, model, preset):
-    """A `RaptrCallback`, its schedule checked now (before anything is written) for the preset's step count."""
-    from .raptr import RaptrCallback, RaptrSpecError, build_schedule
-
-    steps, config = preset.training.max_steps or 1000, model.config
+def _planned_steps(args, train_dataset) -> int | None:
+    """The optimizer steps the Trainer will run: `max_steps`, or for an epoch-based preset the epochs times the
+    updates per epoch, computed as the Trainer does (per-process batches over the world size, gradient accumulation,
+    a last partial update); None when the dataset has no length."""
+    if args.max_steps > 0:
+        return args.max_steps
     try:
-        callback = RaptrCallback(**options)
-        units = {"mlp": 4, "attention": config.num_attention_heads}.get(callback.variant, config.num_hidden_layers)
-        build_schedule(num_layers=units, max_steps=steps, **callback.options)
+        samples = len(train_dataset)
+    except TypeError:
+        return None
+    per_step = args.per_device_train_batch_size * args.world_size
+    batches = samples // per_step if args.dataloader_drop_last else math.ceil(samples / per_step)
+    accumulation = args.gradient_accumulation_steps
+    updates = max(batches // accumulation + int(batches % accumulation > 0), 1)
+    return math.ceil(args.num_train_epochs * updates)
+
+
+def _raptr_callback(options: dict):
+    """A `RaptrCallback` from the `--raptr*` options (bad options: UsageError)."""
+    from .raptr import RaptrCallback, RaptrSpecError
+
+    try:
+        return RaptrCallback(**options)
     except RaptrSpecError as err:
         raise UsageError(f"--raptr: {err}") from None
-    return callback
+
+
+def _check_raptr_schedule(callback, model, steps: int | None) -> None:
+    """Build the callback's schedule now (before anything is written) for the model and the run's optimizer steps;
+    with a dataset without length (steps None) the callback checks it when training starts."""
+    from .raptr import RaptrSpecError
+
+    if steps is None:
+        return
+    try:
+        callback.build(model.config, steps)
+    except RaptrSpecError as err:
+        raise UsageError(f"--raptr: {str(err).rstrip('.')} (the run has {steps} optimizer steps).") from None
+
+
+def _wait_for_everyone(args) -> None:
+    """A barrier across the ranks of a distributed run (nothing otherwise)."""
+    state = getattr(args, "distributed_state", None)
+    if state is not None:
+        state.wait_for_everyone()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -490,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if k in metrics
     }
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0
     print(f"simplified-train: done in {plan.output_dir}: " + json.dumps(summary))
     return 0
 

@@ -19,6 +19,10 @@ with weight 0 (`LayerPlan`), so DDP needs no `find_unused_parameters` and all-re
 Under torch AdamW a parameter with a zero gradient (not None) still follows AdamW's rules for one step:
 decoupled decay `θ ← θ(1 − lr·λ)`, moments `m ← β1·m`, `v ← β2·v`, and the update `lr·m̂/(√v̂ + ε)` from the
 momentum of earlier steps — the same as in the paper's App. G formulation, where skipped layers get zero gradients.
+
+The per-stage tallies (steps, units, wall time) are checkpointed with the Trainer state (`ExportableState`), so a
+resumed run reports the whole run. RaPTr draws per Trainer step, i.e. per optimizer update; with crammed BERT's batch
+ramp (`BatchRampAdamW`, one micro-batch per Trainer step) that would be per micro-batch, so the combination is refused.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 from transformers import TrainerCallback
+from transformers.trainer_callback import ExportableState
 
 from ..modeling_simplified import LayerPlan
 
@@ -138,14 +143,19 @@ def build_schedule(
     scaling: str = "sqrt",
     seed: int = 0,
     rows: int = 1,
+    unit: str = "layers",
 ) -> RaptrSchedule:
     """A schedule from a spec. `lengths`: `equal`, `proportional` (stage s ∝ s, App. E) or the k−1 step boundaries
-    where stages 2..k start. `full_model_steps`: an initial full-model phase taken from the last stage (UL2, §4.2)."""
+    where stages 2..k start. `full_model_steps`: an initial full-model phase taken from the last stage (UL2, §4.2).
+    `unit` names what the sizes count (for error messages): layers, or sub-MLPs / heads per layer (width variants)."""
     L = num_layers
     fixed = tuple(sorted({i % L for i in ((0, L - 1) if fixed is None else fixed)}))
     sizes = parse_sizes(spec, L)
     if any(not len(fixed) <= n <= L for n in sizes):
-        raise RaptrSpecError(f"RaPTr schedule {spec!r}: each size must lie in [|I|, L] = [{len(fixed)}, {L}].")
+        raise RaptrSpecError(
+            f"RaPTr schedule {spec!r}: sizes count {unit} and must lie in [|I|, {L}] = [{len(fixed)}, {L}] "
+            f"(|I| = {len(fixed)} always-kept)."
+        )
     if sizes != sorted(sizes):
         raise RaptrSpecError(f"RaPTr schedule {spec!r}: sizes must not decrease (progressive subnetworks, §2.1).")
     if scaling not in SCALINGS:
@@ -181,62 +191,101 @@ def build_schedule(
 
 VARIANTS = ("depth", "mlp", "attention")
 MLP_PARTS = 4  # MLP-RaPTr splits each MLP into 4 sub-MLPs (§4.3)
+UNITS = {  # what a schedule's sizes count, per variant
+    "depth": "layers",
+    "mlp": f"sub-MLPs per layer (MLP-RaPTr splits each MLP into {MLP_PARTS})",
+    "attention": "attention heads per layer",
+}
+FLOPS_SCOPE = {  # which FLOPs the expected / realised relative FLOPs cover, per variant
+    "depth": "transformer-layer FLOPs (embedding, final norm, LM head and optimizer not counted); bypassed layers "
+    "are not computed, so these FLOPs are really saved",
+    "mlp": "MLP FLOPs only (attention, embedding, head and optimizer not counted), nominal: the masked sub-MLPs "
+    "are still computed (computed_relative_flops = 1)",
+    "attention": "attention FLOPs only (per-head Q/K/V, scores, mixing and W^O; MLP, embedding, head and optimizer "
+    "not counted), nominal: the masked heads are still computed (computed_relative_flops = 1)",
+}
+
+
+def num_units(config, variant: str) -> int:
+    """How many units a subnetwork is drawn from: layers (depth), sub-MLPs or heads per layer (width)."""
+    return {"mlp": MLP_PARTS, "attention": config.num_attention_heads}.get(variant, config.num_hidden_layers)
 
 
 class WidthMasks:
-    """MLP-RaPTr / Attention-RaPTr (§4.3) by forward hooks, no model change: the MLP's hidden units (after the
-    activation and its optional norm) in 4 contiguous sub-MLPs, or the attention heads (the input of W^O), are
-    multiplied by the step's 0/1 mask, so each layer computes the sum of its kept sub-MLPs / heads, unscaled.
-    Exact subnetworks and DDP-safe (all parameters stay in the graph; dropped units get zero gradients), but the
-    masked units are still computed: this variant saves no wall time yet (slicing the matmuls would)."""
+    """MLP-RaPTr / Attention-RaPTr (§4.3) by forward hooks, no model change, applied in training mode only.
+
+    - `mlp`: the MLP's hidden units (after the activation and its optional norm) in 4 contiguous sub-MLPs are
+      multiplied by the step's 0/1 mask, so each layer's MLP is the sum of its kept sub-MLPs, unscaled.
+    - `attention`: each layer's attention mixing output (`attn.mixing`, per head, before W^O and the head scale) is
+      masked per head. With softmax attention a dropped head outputs 0. With shaped attention (`α·X + β·A·X − γ·C·X`
+      per head, the `sas` / `sas_p` / `simplest` / `value_skipinit` blocks) a dropped head outputs its identity part
+      `α·X_h` only: for the skipless blocks (identity W^O, no attention skip) that part carries the residual stream, so
+      a dropped head is the identity, as a bypassed layer is in depth RaPTr. (Masking the input of W^O instead would
+      zero the head's whole channel slice of the residual stream.) The attention weights the mixing returns (eager,
+      `output_attentions`) are not masked.
+
+    Exact subnetworks and DDP-safe (all parameters stay in the graph; dropped units get zero gradients, except a dropped
+    shaped head's α, which scales the kept identity part), but the masked units are still computed: this variant saves
+    no wall time or FLOPs (slicing the matmuls would)."""
 
     def __init__(self, base: nn.Module, variant: str):
         config = base.config
         self.variant = variant
+        self.units = num_units(config, variant)
         if variant == "mlp":
             if config.intermediate_size % MLP_PARTS:
                 raise RaptrSpecError(
                     f"RaPTr variant='mlp': intermediate_size={config.intermediate_size} must be "
                     f"divisible by {MLP_PARTS}."
                 )
-            self.units, self.repeat = MLP_PARTS, config.intermediate_size // MLP_PARTS
+            self.repeat = config.intermediate_size // MLP_PARTS
             targets = [layer.mlp.act_norm for layer in base.layers]
-            self.handles = [t.register_forward_hook(self._output_hook(i)) for i, t in enumerate(targets)]
+            self.handles = [t.register_forward_hook(self._mlp_hook(i)) for i, t in enumerate(targets)]
         else:
-            self.units, self.repeat = config.num_attention_heads, config.head_dim
-            targets = [layer.attn.o_proj for layer in base.layers]
-            self.handles = [t.register_forward_pre_hook(self._input_hook(i)) for i, t in enumerate(targets)]
-        self.masks: torch.Tensor | None = None
+            self.repeat = config.head_dim
+            targets = [layer.attn.mixing for layer in base.layers]
+            self.handles = [
+                t.register_forward_hook(self._mixing_hook(i), with_kwargs=True) for i, t in enumerate(targets)
+            ]
+        self.keep: torch.Tensor | None = None  # (layers, units) bool
+        self.masks: torch.Tensor | None = None  # (layers, intermediate_size) 0/1 (mlp)
 
     def set(self, keep: Sequence[bool] | None):
         """Masks from a flat (layers × units) sample, or None for the full model."""
         if keep is None:
-            self.masks = None
+            self.keep = self.masks = None
             return
-        mask = torch.tensor(keep, dtype=torch.float32).view(-1, self.units)
-        self.masks = mask.repeat_interleave(self.repeat, dim=1)
+        self.keep = torch.tensor(keep, dtype=torch.bool).view(-1, self.units)
+        if self.variant == "mlp":
+            self.masks = self.keep.float().repeat_interleave(self.repeat, dim=1)
 
-    def _mask(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        return x * self.masks[index].to(device=x.device, dtype=x.dtype)
-
-    def _output_hook(self, index: int):
+    def _mlp_hook(self, index: int):
         def hook(module, args, output):
-            return self._mask(index, output) if self.masks is not None and module.training else None
+            if self.keep is None or not module.training:
+                return None
+            return output * self.masks[index].to(device=output.device, dtype=output.dtype)
 
         return hook
 
-    def _input_hook(self, index: int):
-        def hook(module, args):
-            if self.masks is None or not module.training:
+    def _mixing_hook(self, index: int):
+        def hook(module, args, kwargs, output):
+            if self.keep is None or not module.training:
                 return None
-            return (self._mask(index, args[0]), *args[1:])
+            out, weights = output  # out: (B, T, H, D)
+            keep = self.keep[index].to(out.device)[:, None]  # (H, 1)
+            alpha = getattr(module, "alpha", None)
+            if alpha is None:  # softmax attention: a dropped head outputs 0
+                return out * keep.to(out.dtype), weights
+            # shaped attention: a dropped head keeps its identity part α·X_h (X: this step's values, (B, H, T, D))
+            values = args[3] if len(args) > 3 else kwargs["current_values"]
+            return torch.where(keep, out, alpha(values.transpose(1, 2)).to(out.dtype)), weights
 
         return hook
 
     def remove(self):
         for handle in self.handles:
             handle.remove()
-        self.handles, self.masks = [], None
+        self.handles, self.keep, self.masks = [], None, None
 
 
 def _base_model(model):
@@ -247,14 +296,18 @@ def _base_model(model):
 @dataclass
 class _StageTally:
     steps: int = 0
-    layers: int = 0
+    layers: float = 0  # Σ over steps of the kept layers (depth) or the mean kept units per layer (width)
     wall_time_s: float = 0.0
 
 
-class RaptrCallback(TrainerCallback):
-    """Sets the model's layer plan before each optimizer step and clears it after (evaluation, `generate()` and
-    saving always see the full model). Reports the expected relative FLOPs before training and the realised FLOPs and
-    wall time per stage after it (`report`, logged; the CLI writes it to `metrics.json`)."""
+class RaptrCallback(TrainerCallback, ExportableState):
+    """Sets the model's layer plan (depth) or width masks before each optimizer step and clears them after
+    (evaluation, `generate()` and saving always see the full model). Reports the expected relative FLOPs before
+    training and the realised FLOPs and wall time per stage after it (`report`, logged; the CLI writes it to
+    `metrics.json`). Its per-stage tallies are saved in checkpoints (`state()`) and restored on resume.
+
+    `fixed` (the always-kept layers I, default first and last) and `scaling` (default `sqrt`) are depth options: the
+    width variants keep no unit always and do not rescale (§4.3), and refuse other values."""
 
     def __init__(
         self,
@@ -262,15 +315,37 @@ class RaptrCallback(TrainerCallback):
         lengths: str | Sequence[int] = "equal",
         full_model_steps: int = 0,
         fixed: Sequence[int] | None = None,
-        scaling: str = "sqrt",
+        scaling: str | None = None,
         seed: int | None = None,
         variant: str = "depth",
     ):
         if variant not in VARIANTS:
             raise RaptrSpecError(f"RaPTr variant={variant!r}: allowed values are {', '.join(VARIANTS)}.")
         if variant != "depth":  # width: no always-kept units, no rescaling (§4.3)
+            if fixed is not None and len(fixed):
+                raise RaptrSpecError(
+                    f"RaPTr variant={variant!r} keeps no unit always: fixed={list(fixed)} is a depth option "
+                    "(the always-kept layers I)."
+                )
+            if scaling not in (None, "none"):
+                raise RaptrSpecError(
+                    f"RaPTr variant={variant!r} does not rescale the kept units: scaling={scaling!r} is a depth "
+                    "option (use the default, or 'none')."
+                )
+        self.constructor_args = dict(
+            spec=spec,
+            lengths=lengths if isinstance(lengths, str) else [int(b) for b in lengths],
+            full_model_steps=full_model_steps,
+            fixed=None if fixed is None else [int(i) for i in fixed],
+            scaling=scaling,
+            seed=seed,
+            variant=variant,
+        )
+        if variant != "depth":
             fixed, scaling = (), "none"
-        self.options = dict(spec=spec, lengths=lengths, full_model_steps=full_model_steps, fixed=fixed, scaling=scaling)
+        self.options = dict(
+            spec=spec, lengths=lengths, full_model_steps=full_model_steps, fixed=fixed, scaling=scaling or "sqrt"
+        )
         self.variant = variant
         self.seed = seed
         self.width: WidthMasks | None = None
@@ -280,29 +355,87 @@ class RaptrCallback(TrainerCallback):
         self._began = 0.0
         self._stage = 0
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def build(self, config, max_steps: int, seed: int = 0) -> RaptrSchedule:
+        """The schedule for a model `config` over `max_steps` optimizer steps (raises RaptrSpecError)."""
+        rows = 1 if self.variant == "depth" else config.num_hidden_layers
+        return build_schedule(
+            num_layers=num_units(config, self.variant),
+            max_steps=max_steps,
+            seed=seed,
+            rows=rows,
+            unit=UNITS[self.variant],
+            **self.options,
+        )
+
+    def state(self) -> dict:
+        """The constructor arguments and the per-stage tallies so far (saved in each checkpoint's trainer state)."""
+        return {"args": dict(self.constructor_args), "attributes": {"saved_tallies": [asdict(t) for t in self.tallies]}}
+
+    def _restore(self, state) -> None:
+        """On resume, continue the tallies saved in the checkpoint (they cover its steps)."""
+        name = type(self).__name__
+        saved = state.stateful_callbacks.get(name)
+        if state.global_step == 0:
+            return
+        if isinstance(saved, list):
+            saved = saved[0] if saved else None
+        tallies = (saved or {}).get("attributes", {}).get("saved_tallies")
+        if saved is None or tallies is None:
+            logger.warning(
+                "RaPTr: resumed at step %d from a checkpoint without RaPTr tallies; the report covers the steps "
+                "from here on only.",
+                state.global_step,
+            )
+        elif saved.get("args") != self.constructor_args or len(tallies) != len(self.tallies):
+            logger.warning(
+                "RaPTr: resumed at step %d with other options than the checkpoint's (%s, now %s); the report covers "
+                "the steps from here on only.",
+                state.global_step,
+                saved.get("args"),
+                self.constructor_args,
+            )
+        else:
+            self.tallies = [_StageTally(**t) for t in tallies]
+        if not isinstance(state.stateful_callbacks.get(name), dict):
+            state.stateful_callbacks[name] = self.state()  # the Trainer updates an existing entry at each save
+
+    def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
+        from .trainer import BatchRampAdamW
+
+        if isinstance(getattr(optimizer, "optimizer", optimizer), BatchRampAdamW):
+            raise RaptrSpecError(
+                "RaPTr cannot run with the batch-ramp optimizer (BatchRampAdamW, training.batch_ramp_to): each "
+                "Trainer step is one micro-batch there, so RaPTr would draw a subnetwork per micro-batch instead "
+                "of per optimizer update."
+            )
         base = _base_model(model)
-        L, rows = base.config.num_hidden_layers, 1
+        seed = args.seed if self.seed is None else self.seed
+        self.schedule = self.build(base.config, state.max_steps, seed)
         if self.variant != "depth":
             self.width = WidthMasks(base, self.variant)
-            L, rows = self.width.units, len(base.layers)
-        seed = args.seed if self.seed is None else self.seed
-        self.schedule = build_schedule(num_layers=L, max_steps=state.max_steps, seed=seed, rows=rows, **self.options)
         self.tallies = [_StageTally() for _ in self.schedule.stages]
+        self._restore(state)
         expected = self.schedule.expected_relative_flops()
         self.report = {
             "schedule": self.options["spec"],
             "variant": self.variant,
+            "units": UNITS[self.variant],
             "scaling": self.schedule.scaling,
             "fixed_layers": list(self.schedule.fixed),
             "expected_relative_flops": expected,
+            "flops_scope": FLOPS_SCOPE[self.variant],
         }
+        if self.variant != "depth":
+            self.report["computed_relative_flops"] = 1.0
         logger.warning(
-            "RaPTr %s on %d layers: stages %s, expected relative FLOPs %.4f",
+            "RaPTr %s (%s) on %d %s: stages %s, expected relative FLOPs %.4f (%s)",
             self.options["spec"],
-            L,
+            self.variant,
+            self.schedule.num_layers,
+            UNITS[self.variant],
             [(round(s.size, 3), s.start, s.end) for s in self.schedule.stages],
             expected,
+            FLOPS_SCOPE[self.variant],
         )
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
@@ -342,13 +475,20 @@ class RaptrCallback(TrainerCallback):
                     "s_per_step": tally.wall_time_s / tally.steps if tally.steps else None,
                 }
             )
-        self.report["realised_relative_flops"] = sum(t.layers for t in self.tallies) / (L * max(steps, 1))
+        realised = sum(t.layers for t in self.tallies) / (L * max(steps, 1))
+        self.report["realised_relative_flops"] = realised
+        self.report["computed_relative_flops"] = realised if self.variant == "depth" else 1.0
+        self.report["steps"] = steps
         self.report["step_time_s"] = sum(t.wall_time_s for t in self.tallies)
         self.report["stages"] = stages
         logger.warning(
-            "RaPTr realised relative FLOPs %.4f (expected %.4f); per stage (size, steps, mean layers, s/step): %s",
-            self.report["realised_relative_flops"],
+            "RaPTr realised relative FLOPs %.4f (expected %.4f; %s), computed %.4f; per stage (size, steps, mean %s, "
+            "s/step): %s",
+            realised,
             self.report["expected_relative_flops"],
+            self.report["flops_scope"],
+            self.report["computed_relative_flops"],
+            UNITS[self.variant],
             [(round(s["size"], 2), s["steps"], s["mean_layers"], s["s_per_step"]) for s in stages],
         )
 
@@ -411,7 +551,8 @@ def bench(
 
 def compare_runs(runs: dict[str, str], path: str) -> dict[str, dict]:
     """One PNG of the train and eval loss curves of several `simplified-train` runs (label -> run directory) and their
-    summaries from `metrics.json` (eval loss, train time, RaPTr FLOPs)."""
+    summaries from `metrics.json` (eval loss, train time, RaPTr FLOPs: expected / realised as counted by the variant's
+    `flops_scope`, and the FLOPs really computed)."""
     import json
     from pathlib import Path
 
@@ -438,6 +579,8 @@ def compare_runs(runs: dict[str, str], path: str) -> dict[str, dict]:
             "train_time_s": metrics["train_time_s"],
             "expected_relative_flops": raptr.get("expected_relative_flops", 1.0),
             "realised_relative_flops": raptr.get("realised_relative_flops", 1.0),
+            "computed_relative_flops": raptr.get("computed_relative_flops", 1.0),
+            "flops_scope": raptr.get("flops_scope"),
         }
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy loss")

@@ -16,7 +16,8 @@ from .presets import TrainingRecipe
 
 def training_arguments(recipe: TrainingRecipe, output_dir: str, **overrides: Any) -> TrainingArguments:
     """TrainingArguments of a recipe: AdamW hyper-parameters, clip, schedule with linear warmup over
-    `warmup_ratio` of the steps (0.75 gives crammed BERT's triangle), periodic eval, logging and checkpoints."""
+    `warmup_ratio` of the steps (0.75 gives crammed BERT's triangle), periodic eval, logging and checkpoints, and
+    DDP without `find_unused_parameters`."""
     kwargs: dict[str, Any] = dict(
         output_dir=output_dir,
         max_steps=recipe.max_steps if recipe.max_steps is not None else -1,
@@ -47,6 +48,9 @@ def training_arguments(recipe: TrainingRecipe, output_dir: str, **overrides: Any
         include_num_input_tokens_seen="all",
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
+        # every parameter takes part in every forward (RaPTr's bypassed layers too, with weight 0), so DDP needs no
+        # extra traversal of the graph to find unused ones
+        ddp_find_unused_parameters=False,
     )
     kwargs.update(overrides)
     return TrainingArguments(**kwargs)

@@ -351,67 +351,88 @@ def uniform_attention(
 
     values: `(B, H, Tk, D)`, the whole cache (a static cache is longer than what is filled); key_mask: `(B, Tk')`
     with 1 for real tokens (`None`: all real; shorter than Tk is padded with 0). Causal: query `query_start + i`,
-    `i < q_len`, averages the real keys up to itself (a running mean); bidirectional: every query averages all real
-    keys. Returns `(B, Tq, H, D)`, token-major like the attention interface's output (bidirectional: `(B, 1, H, D)`,
-    broadcast), zero where no key is allowed. The running mean runs over the token-major layout, which is the
-    contiguous one for an uncached forward.
-    A 4-D key_mask `(B, 1, Tq, Tk)` (user-built, e.g. packed sequences) gives `C` directly: its normalised rows.
-    sequence_ids `(B, T)` (packed sequences, uncached): the mean restarts at each sequence, as the mask does.
+    `i < q_len`, averages the real keys up to itself; bidirectional: every query averages all real keys. Returns
+    `(B, Tq, H, D)`, token-major like the attention interface's output (bidirectional: `(B, 1, H, D)`, broadcast),
+    zero where no key is allowed. Computed in at least float32.
+    - uncached causal forward: a running mean over the token-major layout (the contiguous one), O(T) memory;
+    - cached steps (queries after a cached prefix): the rows of `C` for the `q_len` queries times the cache,
+      O(q_len·Tk) — one row per decoded token;
+    - a 4-D key_mask `(B, 1, Tq, Tk)` (user-built, e.g. packed sequences) gives `C` directly: its normalised rows;
+    - sequence_ids `(B, T)` (packed sequences, uncached): the mean restarts at each sequence, as the mask does.
     """
-    dtype = values.dtype
-    if key_mask is not None and key_mask.dim() == 4:
-        return (_normalised_rows(key_mask) @ values.float()).transpose(1, 2).to(dtype)
-    values = values.transpose(1, 2).float()  # (B, Tk, H, D)
-    batch, k_len = values.shape[:2]
+    dtype, compute = values.dtype, torch.promote_types(values.dtype, torch.float32)
+    batch, heads, k_len, dim = values.shape
+    uncached = isinstance(query_start, int) and query_start == 0 and q_len == k_len
+    if (key_mask is not None and key_mask.dim() == 4) or (causal and not uncached):
+        c = uniform_attention_matrix(key_mask, batch, q_len, k_len, query_start, causal, values.device, compute)
+        return (c @ values.to(compute)).transpose(1, 2).to(dtype)
+    tokens = values.transpose(1, 2).to(compute).reshape(batch, k_len, heads * dim)  # a view when uncached
     if key_mask is None:
-        counts = torch.ones(k_len, device=values.device).expand(batch, -1)
+        counts = torch.ones(k_len, device=values.device, dtype=compute).expand(batch, -1)
     else:
-        counts = F.pad(key_mask.float(), (0, k_len - key_mask.shape[-1]))[:, -k_len:]
-        values = torch.where(counts[:, :, None, None] > 0, values, 0.0)
+        counts = F.pad(key_mask.to(compute), (0, k_len - key_mask.shape[-1]))[:, -k_len:]
+        tokens = torch.where(counts[:, :, None] > 0, tokens, 0.0)
     if sequence_ids is not None:
-        sums, counts = _segment_sums(values, counts, sequence_ids, causal)
+        sums, counts = _segment_sums(tokens, counts, sequence_ids, causal)
     elif causal:
-        sums, counts = values.cumsum(1), counts.cumsum(-1)
-        if not (isinstance(query_start, int) and query_start == 0 and q_len == k_len):  # cached steps
-            rows = torch.arange(q_len, device=values.device) + query_start  # a static cache's length is a tensor
-            sums, counts = sums.index_select(1, rows), counts.index_select(1, rows)
+        sums, counts = running_sum(tokens), counts.cumsum(-1)
     else:
-        sums = values.sum(1, keepdim=True)
-        counts = counts.sum(-1, keepdim=True)
-    return (sums / counts.clamp(min=1)[:, :, None, None]).to(dtype)
+        sums, counts = tokens.sum(1, keepdim=True), counts.sum(-1, keepdim=True)
+    return (sums / counts.clamp(min=1)[:, :, None]).view(batch, -1, heads, dim).to(dtype)
 
 
-def _segment_sums(values: torch.Tensor, counts: torch.Tensor, sequence_ids: torch.Tensor, causal: bool):
-    """Sums and counts of `C·X` per packed sequence (`sequence_ids` `(B, T)`, non-decreasing): causal, the running sum
-    since the sequence's first token (prefix sums minus the prefix before that token); bidirectional, the sequence's
-    total, gathered back to its tokens. O(T) memory, no T×T matrix."""
-    batch, k_len, heads, dim = values.shape
+#: Tokens per block of `running_sum`'s blocked scan.
+SCAN_BLOCK = 32
+
+
+def running_sum(x: torch.Tensor) -> torch.Tensor:
+    """Prefix sums over the tokens of `x` `(B, T, F)`, as a blocked scan: inside blocks of `SCAN_BLOCK` tokens one
+    small lower-triangular matmul, across blocks the running sum of the block totals (recursively). Same result as
+    `x.cumsum(1)`, whose CPU kernel along a non-last dimension is an order of magnitude slower; O(T) memory."""
+    batch, length, features = x.shape
+    block = min(SCAN_BLOCK, length)
+    padded = F.pad(x, (0, 0, 0, -length % block)) if length % block else x
+    triangle = torch.ones(block, block, device=x.device, dtype=x.dtype).tril()
+    sums = torch.matmul(triangle, padded.view(batch, -1, block, features))  # (B, blocks, block, F)
+    if sums.shape[1] > 1:
+        totals = sums[:, :, -1]
+        sums = sums + (running_sum(totals) - totals)[:, :, None]  # plus the totals of the blocks before
+    return sums.view(batch, -1, features)[:, :length]
+
+
+def _segment_sums(tokens: torch.Tensor, counts: torch.Tensor, sequence_ids: torch.Tensor, causal: bool):
+    """Sums and counts of `C·X` per packed sequence (`tokens` `(B, T, F)`, `sequence_ids` `(B, T)` non-decreasing):
+    causal, the running sum since the sequence's first token (prefix sums minus the prefix before that token);
+    bidirectional, the sequence's total, gathered back to its tokens. O(T) memory, no T×T matrix."""
+    batch, k_len, features = tokens.shape
     if causal:
-        positions = torch.arange(k_len, device=values.device).expand(batch, -1)
+        positions = torch.arange(k_len, device=tokens.device).expand(batch, -1)
         first = torch.ones_like(sequence_ids, dtype=torch.bool)
         first[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
         starts = torch.where(first, positions, 0).cummax(-1).values  # index of each token's sequence start
-        prefix = F.pad(values.cumsum(1), (0, 0, 0, 0, 1, 0))  # (B, T + 1, H, D): prefix[t] sums tokens < t
+        prefix = F.pad(running_sum(tokens), (0, 0, 1, 0))  # (B, T + 1, F): prefix[t] sums tokens < t
         prefix_counts = F.pad(counts.cumsum(-1), (1, 0))
-        before = prefix.gather(1, starts[:, :, None, None].expand(-1, -1, heads, dim))
+        before = prefix.gather(1, starts[:, :, None].expand(-1, -1, features))
         return prefix[:, 1:] - before, prefix_counts[:, 1:] - prefix_counts.gather(1, starts)
-    index = sequence_ids[:, :, None, None].expand(-1, -1, heads, dim)
-    sums = torch.zeros_like(values).scatter_add_(1, index, values).gather(1, index)
+    index = sequence_ids[:, :, None].expand(-1, -1, features)
+    sums = torch.zeros_like(tokens).scatter_add_(1, index, tokens).gather(1, index)
     counts = torch.zeros_like(counts).scatter_add_(1, sequence_ids, counts).gather(1, sequence_ids)
     return sums, counts
 
 
-def _normalised_rows(mask: torch.Tensor) -> torch.Tensor:
+def _normalised_rows(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """`C` of a 4-D mask `(B, 1, Tq, Tk)` (bool, True = allowed; or additive float, 0 = allowed): its rows normalised."""
-    allowed = (mask if mask.dtype == torch.bool else mask == 0).float()
+    allowed = (mask if mask.dtype == torch.bool else mask == 0).to(dtype)
     return allowed / allowed.sum(-1, keepdim=True).clamp(min=1)
 
 
-def uniform_attention_matrix(key_mask, batch: int, q_len: int, k_len: int, query_start: int, causal: bool, device):
-    """The matrix `C` itself, `(B, 1, Tq, Tk)`: for eager attention that returns its weights, and for 4-D masks
-    (bool, True = allowed; or additive float, 0 = allowed), whose allowed entries are used as given."""
+def uniform_attention_matrix(
+    key_mask, batch: int, q_len: int, k_len: int, query_start, causal: bool, device, dtype=torch.float32
+):
+    """The matrix `C` itself, `(B, 1, Tq, Tk)`: for eager attention that returns its weights, for cached steps, and
+    for 4-D masks (bool, True = allowed; or additive float, 0 = allowed), whose allowed entries are used as given."""
     if key_mask is not None and key_mask.dim() == 4:
-        return _normalised_rows(key_mask)
+        return _normalised_rows(key_mask, dtype)
     allowed = torch.ones(batch, 1, q_len, k_len, dtype=torch.bool, device=device)
     if causal:
         rows = torch.arange(q_len, device=device)[:, None] + query_start
@@ -419,8 +440,7 @@ def uniform_attention_matrix(key_mask, batch: int, q_len: int, k_len: int, query
     if key_mask is not None:
         key_mask = F.pad(key_mask.bool(), (0, k_len - key_mask.shape[-1]))[:, -k_len:]
         allowed = allowed & key_mask[:, None, None, :]
-    allowed = allowed.float()
-    return allowed / allowed.sum(-1, keepdim=True).clamp(min=1)
+    return _normalised_rows(allowed, dtype)
 
 
 class SoftmaxMixing(nn.Module):
@@ -473,10 +493,11 @@ class ShapedMixing(nn.Module):
         per_head = lambda m: m.to(attn_weights.dtype).expand(b, h, q_len, k_len).transpose(1, 2)  # noqa: E731
         weights = self.beta(per_head(attn_weights), residual=self.alpha(per_head(eye)))
         if self.gamma is not None:
+            dtype = torch.promote_types(attn_weights.dtype, torch.float32)
             if attention_mask is not None:
-                c = _normalised_rows(attention_mask)
+                c = _normalised_rows(attention_mask, dtype)
             else:  # no mask: every key (bidirectional) or the causal prefix
-                c = uniform_attention_matrix(key_mask, b, q_len, k_len, query_start, causal, attn_weights.device)
+                c = uniform_attention_matrix(key_mask, b, q_len, k_len, query_start, causal, attn_weights.device, dtype)
             weights = self.gamma(per_head(c), residual=weights, value=-1.0)
         return weights.transpose(1, 2).to(attn_weights.dtype)
 

@@ -740,6 +740,20 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
         self.config.vocab_size, self.config.pad_vocab_size_multiple = vocab_size, multiple
         return embeddings
 
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """transformers' `from_pretrained`, then the config's fixed parameters (frozen gains, `frozen_biases`) are
+        frozen again: loading re-creates every parameter as trainable."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        for name in model._fixed_parameters:
+            model.get_parameter(name).requires_grad_(False)
+        return loaded
+
+    def post_init(self):
+        super().post_init()
+        self._fixed_parameters = [name for name, param in self.named_parameters() if not param.requires_grad]
+
     def initialize_weights(self):
         """Per-module init (`_init_weights`), then the cross-layer ties of eq. 6's W_init, which no single module
         can do (and transformers skips parameter-free modules in custom code)."""

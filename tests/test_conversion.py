@@ -664,12 +664,6 @@ def test_original_biases_stay_frozen(tmp_path, variant):
             assert torch.allclose(model(_ids()).logits, _their_logits(cfg, sd, _ids()), atol=1e-5, rtol=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="model core: transformers 5's from_pretrained re-creates every loaded parameter with "
-    "requires_grad=True (core_model_loading.set_param_for_module), so frozen biases and gains train after "
-    "reloading; SimplifiedPreTrainedModel must re-apply its config's freezing after loading (remove this mark then)",
-)
 def test_original_trainability_survives_save_and_load(tmp_path):
     cfg = _their_config("sas_p")
     converted = original_to_simplified(cfg, _their_checkpoint(cfg))

@@ -83,6 +83,31 @@ def test_save_load_round_trip_is_exact(block_type, head, tmp_path):
     assert torch.equal(expected, got)
 
 
+@pytest.mark.parametrize("cls", [SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedModel])
+def test_fixed_parameters_stay_fixed_after_reloading(cls, tmp_path):
+    """Config-fixed parameters (gains with `*_trainable=False`, `frozen_biases`) are not trainable after
+    `from_pretrained` (which re-creates every loaded parameter as trainable) or an Auto class."""
+    config = tiny_config(
+        "sas_p",
+        shaped_gains_trainable=False,
+        reparam_gains_trainable=False,
+        block_gains_trainable=False,
+        attention_bias=True,
+        mlp_bias=True,
+        frozen_biases=True,
+    )
+    model = cls(config)
+    fixed = {name for name, param in model.named_parameters() if not param.requires_grad}
+    assert (
+        any("alpha" in n for n in fixed) and any("fc_in.bias" in n for n in fixed) and any("gain" in n for n in fixed)
+    )
+    model.save_pretrained(tmp_path)
+    frozen = lambda m: {name for name, param in m.named_parameters() if not param.requires_grad}  # noqa: E731
+    assert frozen(cls.from_pretrained(tmp_path)) == fixed
+    in_base = {name.removeprefix("model.") for name in fixed if cls is SimplifiedModel or name.startswith("model.")}
+    assert frozen(AutoModel.from_pretrained(tmp_path)) == in_base
+
+
 @pytest.mark.parametrize(
     "overrides",
     [

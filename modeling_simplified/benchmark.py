@@ -1,144 +1,443 @@
-"""Training-throughput benchmark: our block types against `GPT2LMHeadModel`, in one run, as ratios.
+"""Benchmark suite (`make bench`): what users compare us on, every figure a ratio measured in the same process.
 
-    python -m modeling_simplified.benchmark                      # the paper's CodeParrot shape (18x768, V=50257, T=128)
-    python -m modeling_simplified.benchmark --layers 4 --steps 3 # a quick smoke run
+    python -m modeling_simplified.benchmark                       # everything, the paper's CodeParrot shape
+    python -m modeling_simplified.benchmark --sections train,mfu  # a subset
+    python -m modeling_simplified.benchmark --quick               # smoke run at a tiny shape
 
-Each step is what the Trainer does: forward with labels, backward, gradient clipping, AdamW step, zero_grad. Models
-are timed round-robin (one step each per round) so that machine noise hits all of them alike; the median step time
-per model is reported, and every ratio is against a baseline measured in the same run.
+Sections (results printed as tables and written to `--json`):
+- `train`: training-step time (forward with labels, backward, clipping at 1, fused AdamW on `parameter_groups`,
+  `zero_grad`) of every block type at the CodeParrot shape (18 blocks, d=768, 12 heads, MLP 3072, vocab 50257,
+  seq 128, batch 8), as ratios to our `pre_ln`, and our `pre_ln` against `GPT2LMHeadModel` of the same shape and
+  attention implementation (sdpa). Models are timed round-robin in groups that fit in memory, each group with
+  `pre_ln`; the order rotates every round; after a warm-up round, each round gives one ratio per model, and the
+  median of those ratios is the figure (their min..max is the spread). The analytic matmul-FLOP bound of each
+  ratio (weights of every GEMM, attention scores and mixing) stands next to it.
+- `mfu`: model FLOPs utilisation of the training step: the step's GEMMs (recorded with their shapes during one
+  step) timed alone at those shapes give this machine's matmul peak for them; MFU = their summed time / step time
+  = achieved GEMM FLOP/s / peak GEMM FLOP/s.
+- `generate`: cached greedy `generate()` tokens/s (prompt 32, 128 new tokens, batch 1 and 8) against
+  `GPT2LMHeadModel`.
+- `memory`: peak memory growth of forward + backward at sequence 512, 1024, 2048 (batch 1, 4 blocks of the
+  CodeParrot width, vocab 1024) for shaped attention through sdpa (no T×T tensor) against the eager reference,
+  which materialises the T×T matrices; each measurement in its own process (peak RSS).
+- `compile`: the `train` comparison under `torch.compile(model)` (what the Trainer's `torch_compile=True` does),
+  for `pre_ln`, `sas`, `sas_p` and `GPT2LMHeadModel`.
 """
+
+from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import statistics
+import subprocess
+import sys
 import time
+from dataclasses import asdict, dataclass
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
+from modeling_simplified.modeling_simplified import ReparamLinear
+
+SECTIONS = ("train", "mfu", "generate", "memory", "compile")
+#: train groups: each fits in memory (4 models with AdamW state at the CodeParrot shape is ~11 GB) and has pre_ln
+TRAIN_GROUPS = (
+    ("gpt2", "pre_ln", "sas_p", "sas"),
+    ("pre_ln", "parallel", "value_skipinit", "simplest"),
+    ("pre_ln", "post_ln", "normformer"),
+)
+COMPILE_GROUP = ("gpt2", "pre_ln", "sas_p", "sas")
 
 
-def build(name: str, args) -> torch.nn.Module:
+@dataclass(frozen=True)
+class Shape:
+    layers: int = 18
+    width: int = 768
+    heads: int = 12
+    vocab: int = 50257
+    seq: int = 128
+    batch: int = 8
+
+
+QUICK = Shape(layers=2, width=64, heads=4, vocab=512, seq=32, batch=2)
+
+
+def build(name: str, shape: Shape, attn: str = "sdpa", positions: int = 1024) -> torch.nn.Module:
+    """`gpt2` (`GPT2LMHeadModel`, no dropout) or one of our block types, at `shape`."""
     if name == "gpt2":
         config = GPT2Config(
-            vocab_size=args.vocab,
-            n_embd=args.width,
-            n_layer=args.layers,
-            n_head=args.heads,
-            n_positions=max(1024, args.seq),
+            vocab_size=shape.vocab,
+            n_embd=shape.width,
+            n_layer=shape.layers,
+            n_head=shape.heads,
+            n_positions=max(positions, shape.seq),
             resid_pdrop=0.0,
             embd_pdrop=0.0,
             attn_pdrop=0.0,
         )
-        return GPT2LMHeadModel(config)
-    config = SimplifiedConfig(
-        block_type=name,
-        vocab_size=args.vocab,
-        hidden_size=args.width,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.heads,
-        intermediate_size=4 * args.width,
-    )
-    return SimplifiedForCausalLM(config)
+        model = GPT2LMHeadModel(config)
+    else:
+        config = SimplifiedConfig(
+            block_type=name,
+            vocab_size=shape.vocab,
+            hidden_size=shape.width,
+            num_hidden_layers=shape.layers,
+            num_attention_heads=shape.heads,
+            intermediate_size=4 * shape.width,
+            max_position_embeddings=max(positions, shape.seq),
+        )
+        model = SimplifiedForCausalLM(config)
+    model.set_attn_implementation(attn)
+    return model
 
 
-def matmul_flops_per_token(model: torch.nn.Module, seq: int, layers: int, width: int) -> float:
-    """Analytic matmul FLOPs of one training token: 6 x (weights in Linear/Conv1D GEMMs) + attention scores and mixing.
-
-    Forward is 2 FLOPs per weight per token, backward twice that; QK^T and A.X each cost 2*T*d per token and layer
-    (full, not causal-halved, as SDPA computes it on CPU).
-    """
+def matmul_flops_per_token(model: torch.nn.Module, shape: Shape) -> float:
+    """Analytic training matmul FLOPs per token: 6 × (weights of every GEMM: Linear, Conv1D, eq. 6's reparameterised
+    matrices) + attention, `QK^T` and `A·X`, each 2·T·d per token and layer, times 3 (forward and backward)."""
     gemm_weights = sum(
         module.weight.numel()
         for module in model.modules()
-        if isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D"
+        if isinstance(module, (torch.nn.Linear, ReparamLinear)) or type(module).__name__ == "Conv1D"
     )
-    return 6 * gemm_weights + 3 * layers * 2 * 2 * seq * width
+    return 6 * gemm_weights + 3 * shape.layers * 2 * 2 * shape.seq * shape.width
 
 
-def train_step(model, optimizer, batch) -> None:
-    loss = model(input_ids=batch, labels=batch).loss
-    loss.backward()
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor) -> None:
+    """One Trainer step: forward with labels, backward, clip at 1, AdamW step, zero_grad (set to None)."""
+    model(input_ids=batch, labels=batch).loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="gpt2,pre_ln,sas,sas_p", help="comma-separated: gpt2 and block types")
-    parser.add_argument("--layers", type=int, default=18)
-    parser.add_argument("--width", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--vocab", type=int, default=50257)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=6, help="timed rounds (after one warm-up round)")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--quick", action="store_true", help="smoke run: 2 layers, 2 timed steps")
+def optimizer_for(model: torch.nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(parameter_groups(model, 0.1), lr=1e-4, fused=True)  # the Trainer's adamw_torch_fused
+
+
+def _stats(times: list[float]) -> dict:
+    ordered = sorted(times)
+    median = statistics.median(ordered)
+    return {"median_s": median, "min_s": ordered[0], "spread": (ordered[-1] - ordered[0]) / median, "times_s": times}
+
+
+def round_robin(models: dict, run, rounds: int, warmup: int = 1) -> dict[str, dict]:
+    """Time `run(name, model)` for every model, one call each per round, the order rotating every round; the first
+    `warmup` rounds are not timed. Returns per model the wall times, CPU times and their statistics."""
+    names = list(models)
+    wall = {n: [] for n in names}
+    cpu = {n: [] for n in names}
+    for r in range(warmup + rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            start, cpu_start = time.perf_counter(), time.process_time()
+            run(name, models[name])
+            if r >= warmup:
+                wall[name].append(time.perf_counter() - start)
+                cpu[name].append(time.process_time() - cpu_start)
+    return {n: {**_stats(wall[n]), "cpu_median_s": statistics.median(cpu[n])} for n in names}
+
+
+def ratios(results: dict[str, dict], base: str) -> dict[str, dict]:
+    """Speed-up of every model over `base` (base time / model time): the median of the per-round ratios with their
+    min..max, and the ratio of the minimum times."""
+    out = {}
+    for name, r in results.items():
+        per_round = [b / t for b, t in zip(results[base]["times_s"], r["times_s"])]
+        out[name] = {
+            "ratio_median": statistics.median(per_round),
+            "ratio_low": min(per_round),
+            "ratio_high": max(per_round),
+            "ratio_of_min": results[base]["min_s"] / r["min_s"],
+        }
+    return out
+
+
+def bench_train(shape: Shape, rounds: int, groups=TRAIN_GROUPS, compiled: bool = False) -> dict:
+    """Train-step groups, each timed round-robin; ratios to pre_ln (and pre_ln to gpt2) from the same group."""
+    table: dict[str, dict] = {}
+    for group in groups:
+        for name, row in _train_group(group, shape, rounds, compiled).items():
+            if name != "pre_ln" or "pre_ln" not in table:  # pre_ln's row from the first group (with gpt2)
+                table[name] = row
+    return table
+
+
+def _train_group(group: tuple[str, ...], shape: Shape, rounds: int, compiled: bool) -> dict[str, dict]:
+    batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    models = {name: build(name, shape).train() for name in group}
+    flops = {name: matmul_flops_per_token(m, shape) for name, m in models.items()}
+    params = {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()}
+    optimizers = {name: optimizer_for(m) for name, m in models.items()}
+    if compiled:
+        models = {name: torch.compile(m) for name, m in models.items()}
+    results = round_robin(models, lambda n, m: train_step(m, optimizers[n], batch), rounds, warmup=2 if compiled else 1)
+    vs_pre_ln = ratios(results, "pre_ln")
+    vs_gpt2 = ratios(results, "gpt2") if "gpt2" in results else {}
+    rows = {}
+    for name in group:
+        rows[name] = {
+            **results[name],
+            "group": list(group),
+            "params_M": params[name] / 1e6,
+            "tokens_per_s": shape.batch * shape.seq / results[name]["median_s"],
+            "matmul_flops_per_token": flops[name],
+            "flop_bound_vs_pre_ln": flops["pre_ln"] / flops[name],
+            "vs_pre_ln": vs_pre_ln[name],
+        }
+        if name == "pre_ln" and vs_gpt2:
+            rows[name]["vs_gpt2"] = vs_gpt2["pre_ln"]
+            rows[name]["flop_bound_vs_gpt2"] = flops["gpt2"] / flops["pre_ln"]
+    return rows
+
+
+class _GemmRecorder(TorchDispatchMode):
+    """Records the shapes of every GEMM dispatched (mm, addmm, bmm, baddbmm) with their counts."""
+
+    OPS = {"mm", "addmm", "bmm", "baddbmm"}
+
+    def __init__(self):
+        super().__init__()
+        self.calls: dict[tuple, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name in self.OPS:
+            a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
+            key = (name, tuple(a.shape), tuple(b.shape), a.is_contiguous(), b.is_contiguous())
+            self.calls[key] = self.calls.get(key, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def _gemm_flops(key: tuple) -> int:
+    _, a, b, _, _ = key
+    batch = a[0] if len(a) == 3 else 1
+    return 2 * batch * a[-2] * a[-1] * b[-1]
+
+
+def _time_gemm(key: tuple, repeats: int = 5) -> float:
+    """Minimum time of one GEMM of this shape and operand layout, alone."""
+    _, a_shape, b_shape, a_contiguous, b_contiguous = key
+    a = torch.randn(a_shape if a_contiguous else (*a_shape[:-2], a_shape[-1], a_shape[-2]))
+    b = torch.randn(b_shape if b_contiguous else (*b_shape[:-2], b_shape[-1], b_shape[-2]))
+    a = a if a_contiguous else a.transpose(-1, -2)
+    b = b if b_contiguous else b.transpose(-1, -2)
+    op = torch.bmm if len(a_shape) == 3 else torch.mm
+    op(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        op(a, b)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def bench_mfu(shape: Shape, rounds: int, names=("gpt2", "pre_ln", "sas_p")) -> dict:
+    """MFU of the training step: the step's GEMMs alone at their shapes (this machine's peak for them) over the step."""
+    batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
+    out = {}
+    torch.manual_seed(0)
+    models = {name: build(name, shape).train() for name in names}
+    optimizers = {name: optimizer_for(m) for name, m in models.items()}
+    results = round_robin(models, lambda n, m: train_step(m, optimizers[n], batch), rounds)
+    for name, model in models.items():
+        recorder = _GemmRecorder()
+        with recorder:
+            train_step(model, optimizers[name], batch)
+        flops = sum(count * _gemm_flops(key) for key, count in recorder.calls.items())
+        peak_time = sum(count * _time_gemm(key) for key, count in recorder.calls.items())
+        step = results[name]["median_s"]
+        out[name] = {
+            "step_median_s": step,
+            "gemm_calls": sum(recorder.calls.values()),
+            "gemm_shapes": len(recorder.calls),
+            "gemm_gflop": flops / 1e9,
+            "achieved_gflops": flops / step / 1e9,
+            "peak_gflops_at_these_shapes": flops / peak_time / 1e9,
+            "gemm_time_alone_s": peak_time,
+            "mfu": peak_time / step,
+        }
+    return out
+
+
+def bench_generate(shape: Shape, rounds: int, new_tokens: int = 128, prompt: int = 32, batches=(1, 8)) -> dict:
+    """Cached greedy `generate()` tokens/s of gpt2, pre_ln and sas_p, round-robin; ratios to gpt2."""
+    torch.manual_seed(0)
+    models = {name: build(name, shape).eval() for name in ("gpt2", "pre_ln", "sas_p")}
+    out = {}
+    for batch_size in batches:
+        ids = torch.randint(1, shape.vocab, (batch_size, prompt), generator=torch.Generator().manual_seed(1))
+        kw = dict(
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+
+        def run(name, model, ids=ids, kw=kw):
+            with torch.no_grad():
+                produced = model.generate(ids, **kw)
+            assert produced.shape == (ids.shape[0], prompt + new_tokens)
+
+        results = round_robin(models, run, rounds)
+        vs = ratios(results, "gpt2")
+        out[f"batch_{batch_size}"] = {
+            name: {**r, "tokens_per_s": batch_size * new_tokens / r["median_s"], "vs_gpt2": vs[name]}
+            for name, r in results.items()
+        }
+    return out
+
+
+_MEMORY_CHILD = """
+import resource, sys, torch
+sys.argv = ["bench"]
+from modeling_simplified.benchmark import Shape, build
+attn, seq = {attn!r}, {seq}
+shape = Shape(layers=4, width={width}, heads={heads}, vocab=1024, seq=seq, batch=1)
+torch.manual_seed(0)
+model = build("sas_p", shape, attn=attn, positions=seq).train()
+warm = torch.randint(0, 1024, (1, 16))
+model(input_ids=warm, labels=warm).loss.backward()
+model.zero_grad(set_to_none=True)
+ids = torch.randint(0, 1024, (1, seq))
+def rss_kb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() // 1024
+before = rss_kb()
+model(input_ids=ids, labels=ids).loss.backward()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+def bench_memory(shape: Shape, seqs=(512, 1024, 2048)) -> dict:
+    """Peak memory growth (MiB) of one forward + backward of sas_p at each length: sdpa (ours) vs eager (T×T)."""
+    out = {}
+    env = {**os.environ, "MALLOC_ARENA_MAX": "1"}
+    for seq in seqs:
+        row = {}
+        for attn in ("sdpa", "eager"):
+            code = _MEMORY_CHILD.format(attn=attn, seq=seq, width=shape.width, heads=shape.heads)
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+            row[f"{attn}_MiB"] = int(done.stdout.strip().splitlines()[-1]) / 1024
+        row["eager_over_sdpa"] = row["eager_MiB"] / max(row["sdpa_MiB"], 1e-9)
+        out[str(seq)] = row
+    return out
+
+
+# -- report ------------------------------------------------------------------------------------------------------
+def _ratio(r: dict) -> str:
+    return f"{r['ratio_median']:.3f} ({r['ratio_low']:.3f}-{r['ratio_high']:.3f}, min {r['ratio_of_min']:.3f})"
+
+
+def print_train(table: dict, title: str) -> None:
+    print(f"\n## {title}")
+    print(
+        "| model | params M | median step s | min s | spread | CPU s | tokens/s | vs pre_ln: median (range, of mins) "
+        "| FLOP bound vs pre_ln |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, r in table.items():
+        print(
+            f"| {name} | {r['params_M']:.1f} | {r['median_s']:.3f} | {r['min_s']:.3f} | {r['spread']:.0%} | "
+            f"{r['cpu_median_s']:.2f} | {r['tokens_per_s']:.0f} | {_ratio(r['vs_pre_ln'])} | "
+            f"{r['flop_bound_vs_pre_ln']:.3f} |"
+        )
+    if "vs_gpt2" in table.get("pre_ln", {}):
+        r = table["pre_ln"]
+        print(
+            f"\npre_ln vs GPT2LMHeadModel: {_ratio(r['vs_gpt2'])}; FLOP bound {r['flop_bound_vs_gpt2']:.3f} "
+            f"(groups: {', '.join('/'.join(g) for g in {tuple(v['group']) for v in table.values()})})"
+        )
+
+
+def print_mfu(table: dict) -> None:
+    print("\n## MFU of the training step (GEMMs alone at the step's shapes = peak)")
+    print("| model | step s | GEMM GFLOP | achieved GFLOP/s | peak GFLOP/s at these shapes | MFU |")
+    print("|---|---|---|---|---|---|")
+    for name, r in table.items():
+        print(
+            f"| {name} | {r['step_median_s']:.3f} | {r['gemm_gflop']:.0f} | {r['achieved_gflops']:.1f} | "
+            f"{r['peak_gflops_at_these_shapes']:.1f} | {r['mfu']:.1%} |"
+        )
+
+
+def print_generate(table: dict) -> None:
+    print("\n## Cached generate(): tokens/s (prompt 32, 128 new tokens, greedy)")
+    print("| batch | model | median s | tokens/s | vs GPT2LMHeadModel: median (range, of mins) |")
+    print("|---|---|---|---|---|")
+    for batch, rows in table.items():
+        for name, r in rows.items():
+            print(
+                f"| {batch.removeprefix('batch_')} | {name} | {r['median_s']:.2f} | {r['tokens_per_s']:.1f} | "
+                f"{_ratio(r['vs_gpt2'])} |"
+            )
+
+
+def print_memory(table: dict) -> None:
+    print("\n## Peak memory growth of forward + backward, sas_p (4 blocks, batch 1)")
+    print("| seq | sdpa (ours) MiB | eager T×T reference MiB | eager / sdpa |")
+    print("|---|---|---|---|")
+    for seq, r in table.items():
+        print(f"| {seq} | {r['sdpa_MiB']:.0f} | {r['eager_MiB']:.0f} | {r['eager_over_sdpa']:.1f}× |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m modeling_simplified.benchmark",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, of {', '.join(SECTIONS)}")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per comparison, after warm-up")
+    parser.add_argument("--quick", action="store_true", help="smoke run: a tiny shape, 2 rounds")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--json", default="benchmark.json", help="where to write the results")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.layers, args.steps = 2, 2
+    sections = args.sections.split(",")
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"--sections: unknown {', '.join(sorted(unknown))}; allowed: {', '.join(SECTIONS)}")
     if args.threads:
         torch.set_num_threads(args.threads)
-
-    torch.manual_seed(0)
-    names = args.models.split(",")
-    models = {name: build(name, args).train() for name in names}
-    optimizers = {name: torch.optim.AdamW(parameter_groups(m, 0.1), lr=1e-4, fused=True) for name, m in models.items()}
-    batch = torch.randint(0, args.vocab, (args.batch, args.seq))
-    times = {name: [] for name in names}
-    cpu_times = {name: [] for name in names}
-    for round_ in range(args.steps + 1):
-        for name in names:
-            start, cpu_start = time.perf_counter(), time.process_time()
-            train_step(models[name], optimizers[name], batch)
-            if round_:  # round 0 warms up allocator and kernels
-                times[name].append(time.perf_counter() - start)
-                cpu_times[name].append(time.process_time() - cpu_start)
-
-    base = "pre_ln" if "pre_ln" in names else names[0]
-    flops = {name: matmul_flops_per_token(models[name], args.seq, args.layers, args.width) for name in names}
-    results = {}
-    for name in names:
-        t = sorted(times[name])
-        results[name] = {
-            "params_M": sum(p.numel() for p in models[name].parameters()) / 1e6,
-            "median_s": statistics.median(t),
-            "min_s": t[0],
-            "max_s": t[-1],
-            "cpu_median_s": statistics.median(cpu_times[name]),
-            "tokens_per_s_median": args.batch * args.seq / statistics.median(t),
-            "matmul_flops_per_token": flops[name],
-        }
-    for name in names:
-        r, b = results[name], results[base]
-        r[f"speedup_vs_{base}_median"] = b["median_s"] / r["median_s"]
-        r[f"speedup_vs_{base}_min"] = b["min_s"] / r["min_s"]
-        r[f"flop_bound_vs_{base}"] = b["matmul_flops_per_token"] / r["matmul_flops_per_token"]
-    print(
-        f"shape: {args.layers} layers x {args.width} wide, {args.heads} heads, vocab {args.vocab}, "
-        f"batch {args.batch} x seq {args.seq}, torch threads {torch.get_num_threads()}, {args.steps} timed rounds "
-        f"(round robin, 1 warm-up)"
-    )
-    print(
-        f"{'model':<8} {'params M':>8} {'median s':>9} {'min s':>7} {'spread':>7} {'cpu s':>7} {'tok/s':>6} "
-        f"{'vs ' + base + ' med':>12} {'min':>6} {'FLOP bound':>10}"
-    )
-    for name in names:
-        r = results[name]
-        spread = (r["max_s"] - r["min_s"]) / r["median_s"]
-        print(
-            f"{name:<8} {r['params_M']:>8.1f} {r['median_s']:>9.3f} {r['min_s']:>7.3f} {spread:>6.0%} "
-            f"{r['cpu_median_s']:>7.3f} {r['tokens_per_s_median']:>6.0f} {r[f'speedup_vs_{base}_median']:>12.3f} "
-            f"{r[f'speedup_vs_{base}_min']:>6.3f} {r[f'flop_bound_vs_{base}']:>10.3f}"
-        )
+    shape, rounds = (QUICK, 2) if args.quick else (Shape(), args.rounds)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    meta = {
+        "date": started,
+        "command": "python -m modeling_simplified.benchmark " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or platform.platform()}",
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "shape": asdict(shape),
+        "rounds": rounds,
+    }
+    print(f"# benchmark {started}: {meta['machine']}, torch {meta['torch']}, {meta['torch_threads']} threads")
+    print(f"shape {asdict(shape)}, {rounds} timed rounds after warm-up")
+    results: dict = {"meta": meta}
+    if "train" in sections:
+        results["train"] = bench_train(shape, rounds)
+        print_train(results["train"], "Training step, eager (sdpa)")
+    if "mfu" in sections:
+        results["mfu"] = bench_mfu(shape, max(2, rounds // 2))
+        print_mfu(results["mfu"])
+    if "generate" in sections:
+        results["generate"] = bench_generate(shape, max(2, rounds // 2), new_tokens=16 if args.quick else 128)
+        print_generate(results["generate"])
+    if "memory" in sections:
+        results["memory"] = bench_memory(shape, (64, 128) if args.quick else (512, 1024, 2048))
+        print_memory(results["memory"])
+    if "compile" in sections:
+        results["compile"] = bench_train(shape, rounds, groups=(COMPILE_GROUP,), compiled=True)
+        print_train(results["compile"], "Training step under torch.compile (inductor)")
     with open(args.json, "w") as handle:
-        json.dump({"args": vars(args), "torch_threads": torch.get_num_threads(), "results": results}, handle, indent=2)
-    print(f"wrote {args.json}")
+        json.dump(results, handle, indent=1)
+    print(f"\nwrote {args.json}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -68,6 +68,7 @@ _PRE_LN = dict(
     mlp_act_norm=False,
     residual_scale=False,
     init_scheme="normal",
+    scale_embedding=False,
 )
 _SHAPED = dict(
     _PRE_LN,
@@ -107,6 +108,10 @@ BLOCK_PRESETS: dict[str, dict] = {
         attn_branch_norm=True,
         mlp_act_norm=True,
         init_scheme="gpt2",  # NormFormer's GPT-3 baseline (Brown et al. 2020) scales residual outputs by 1/sqrt(2L)
+        # fairseq's transformer_lm, which NormFormer extends, multiplies token embeddings by sqrt(d): the unit-scale
+        # output of the post-attention LN then meets a residual stream of the same order (unscaled std-0.02
+        # embeddings are ~50x smaller, and Adam's updates spike)
+        scale_embedding=True,
     ),
 }
 
@@ -181,6 +186,8 @@ class SimplifiedConfig(PreTrainedConfig):
             code: `x/(sqrt(mean(x²))+eps)`).
         qk_norm: `rmsnorm` norms each head's queries and keys with one `[head_dim]` scale (the authors' `op` run).
         type_vocab_size: number of token types (BERT's segment embeddings) added at the embedding; 0: none.
+        scale_embedding: multiply the token embeddings by sqrt(hidden_size) (Vaswani et al. 2017 §3.4; fairseq, the
+            `normformer` preset).
         attn_skip_gain (αSA), mlp_skip_gain (αFF; αcomb for parallel blocks): fixed skip gains, 0 removes the skip;
             `skip_gains_trainable` makes the non-zero ones trainable scalars.
         beta_sa_init (βSA), beta_ff_init (βFF): residual branch gains; the paper uses βFF 0.1 at 18×768, 0.2 for
@@ -234,6 +241,7 @@ class SimplifiedConfig(PreTrainedConfig):
     rmsnorm_eps_position: str = "inside"
     qk_norm: str = "none"
     type_vocab_size: int = 0
+    scale_embedding: bool | None = None
 
     attn_skip_gain: float | None = None
     mlp_skip_gain: float | None = None

@@ -180,6 +180,23 @@ class TokenTypeEmbedding(nn.Embedding):
         return inputs_embeds + super().forward(token_type_ids)
 
 
+class ScaledEmbedding(nn.Embedding):
+    """Token embeddings times `scale` (`scale_embedding`: sqrt(d), Vaswani et al. 2017 §3.4): the scale is part of the
+    input embedding module, so `get_input_embeddings()(ids)` gives what the model adds positions to."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, scale: float):
+        super().__init__(num_embeddings, embedding_dim, padding_idx)
+        self.scale = scale
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return super().forward(input_ids) * self.scale
+
+
+def build_token_embedding(config: SimplifiedConfig) -> nn.Embedding:
+    args = (config.padded_vocab_size, config.hidden_size, config.pad_token_id)
+    return ScaledEmbedding(*args, math.sqrt(config.hidden_size)) if config.scale_embedding else nn.Embedding(*args)
+
+
 class NoTokenTypes(nn.Module):
     """No token types (`type_vocab_size=0`): the embeddings as they are."""
 
@@ -251,18 +268,35 @@ class SimplifiedMLP(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 class ReparamLinear(nn.Module):
     """Paper eq. 6: `W = αV·W_init + βV·ΔW`, with `W_init` fixed (identity, orthogonal or normal; a buffer that is
-    saved with the weights) and `ΔW` trainable and zero-initialised."""
+    saved with the weights) and `ΔW` trainable and zero-initialised.
 
-    def __init__(self, dim: int, config: SimplifiedConfig):
+    A random `W_init` is drawn from its own generator seeded with `seed` (the matrix's place in the network), so
+    `__init__`, `_init_weights` after a meta-device build, and `from_pretrained` of a checkpoint that lacks it all
+    give the same matrix, whatever the global random state."""
+
+    def __init__(self, dim: int, config: SimplifiedConfig, seed: int):
         super().__init__()
-        self.init_kind = config.reparam_init
+        self.dim, self.init_kind, self.seed, self.init_std = dim, config.reparam_init, seed, config.initializer_range
         self.alpha_init, self.beta_init = config.reparam_alpha_init, config.reparam_beta_init
-        self.weight_init = nn.Buffer(torch.empty(dim, dim))
+        weight_init = torch.empty(dim, dim)
+        if weight_init.device.type != "meta":
+            weight_init.copy_(self.initial_matrix())
+        self.weight_init = nn.Buffer(weight_init)
         self.delta = nn.Parameter(torch.empty(dim, dim))
         self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
         self.beta = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
         self.bias = nn.Parameter(torch.empty(dim)) if config.attention_bias else None
         _freeze_bias(self, config)
+
+    def initial_matrix(self) -> torch.Tensor:
+        """`W_init` as `reparam_init` defines it (on the CPU, float32)."""
+        if self.init_kind == "identity":
+            return torch.eye(self.dim)
+        matrix = torch.randn(self.dim, self.dim, generator=torch.Generator().manual_seed(self.seed), device="cpu")
+        if self.init_kind == "normal":
+            return matrix * self.init_std
+        q, r = torch.linalg.qr(matrix)  # orthogonal, as torch.nn.init.orthogonal_ draws it
+        return q * torch.sign(torch.diagonal(r))
 
     @property
     def weight(self) -> torch.Tensor:
@@ -278,13 +312,14 @@ def _freeze_bias(module: nn.Module, config: SimplifiedConfig):
         module.bias.requires_grad_(False)
 
 
-def build_matrix(mode: str, config: SimplifiedConfig, linear_init_std: float | None = None) -> nn.Module:
-    """W^V or W^P: `identity` (no parameters, no matmul), `linear`, or `reparam` (eq. 6)."""
+def build_matrix(mode: str, config: SimplifiedConfig, seed: int, linear_init_std: float | None = None) -> nn.Module:
+    """W^V or W^P: `identity` (no parameters, no matmul), `linear`, or `reparam` (eq. 6, its W_init drawn with
+    `seed`)."""
     d = config.hidden_size
     if mode == "identity":
         return nn.Identity()
     if mode == "reparam":
-        return ReparamLinear(d, config)
+        return ReparamLinear(d, config, seed)
     linear = nn.Linear(d, d, bias=config.attention_bias)
     _freeze_bias(linear, config)
     linear.orthogonal_init = config.value_projection_init == "orthogonal"
@@ -308,10 +343,10 @@ class FusedQKV(nn.Module):
 class QKWithValue(nn.Module):
     """Identity or reparameterised values: a `d → 2d` matmul for queries and keys, values from `value`."""
 
-    def __init__(self, config: SimplifiedConfig, value_mode: str):
+    def __init__(self, config: SimplifiedConfig, value_mode: str, layer_idx: int):
         super().__init__()
         self.proj = _query_key_projection(config, 2)
-        self.value = build_matrix(value_mode, config)
+        self.value = build_matrix(value_mode, config, seed=2 * layer_idx)
 
     def forward(self, x: torch.Tensor):
         q, k = self.proj(x).chunk(2, dim=-1)
@@ -543,12 +578,12 @@ class SimplifiedAttention(nn.Module):
         value_mode = config.first_layer_value_mode if layer_idx == 0 else config.value_mode
         # fused unless the value bias must stay frozen while the query/key bias trains
         fused = value_mode == "linear" and not (config.frozen_biases and config.attention_bias)
-        self.qkv = FusedQKV(config) if fused else QKWithValue(config, value_mode)
+        self.qkv = FusedQKV(config) if fused else QKWithValue(config, value_mode, layer_idx)
         self.q_norm = build_norm(config.qk_norm, self.head_dim, config)
         self.k_norm = build_norm(config.qk_norm, self.head_dim, config)
         self.mixing = ShapedMixing(config) if config.attention_type == "shaped" else SoftmaxMixing()
         self.head_scale = HeadScale(self.num_heads) if config.head_scale != "none" else nn.Identity()
-        self.o_proj = build_matrix(config.projection_mode, config, _output_init_std(config))
+        self.o_proj = build_matrix(config.projection_mode, config, 2 * layer_idx + 1, _output_init_std(config))
         self.scale_before_proj = config.head_scale == "before_proj"
         self.dropout = nn.Dropout(config.hidden_dropout)
 
@@ -719,7 +754,7 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
         elif isinstance(module, HeadScale):
             init.ones_(module.weight)
         elif isinstance(module, ReparamLinear):
-            _init_reparam(module, std)
+            _init_reparam(module)
 
     def resize_token_embeddings(
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
@@ -765,14 +800,9 @@ def _unset(t: torch.Tensor) -> bool:
     return not getattr(t, "_is_hf_initialized", False)
 
 
-def _init_reparam(module: ReparamLinear, std: float):
+def _init_reparam(module: ReparamLinear):
     if _unset(module.weight_init):
-        if module.init_kind == "identity":
-            init.eye_(module.weight_init)
-        elif module.init_kind == "orthogonal":
-            init.orthogonal_(module.weight_init)
-        else:
-            init.normal_(module.weight_init, std=std)
+        init.copy_(module.weight_init, module.initial_matrix())
     init.zeros_(module.delta)
     init.constant_(module.alpha, module.alpha_init)
     init.constant_(module.beta, module.beta_init)
@@ -807,7 +837,7 @@ def _tie_reparam_inits(model: nn.Module, config: SimplifiedConfig):
         return
     values = [layer.attn.qkv.value.weight_init for layer in model.layers]
     projections = [layer.attn.o_proj.weight_init for layer in model.layers]
-    if not all(_unset(t) for t in values + projections):
+    if not all(_unset(t) for t in values + projections) or values[0].device.type == "meta":
         return
     if config.reparam_tie == "all_blocks":
         for v, p in zip(values, projections):
@@ -835,6 +865,13 @@ class LayerPlan:
     scales: tuple[float, ...]
 
 
+def _positions_from_cu_seq_lens(cu_seq_lens: torch.Tensor, length: int) -> torch.Tensor:
+    """Positions restarting at 0 at each packed sequence, from flash-attention's cumulative lengths `(0, n1, ...)`."""
+    tokens = torch.arange(length, device=cu_seq_lens.device)
+    starts = cu_seq_lens[torch.searchsorted(cu_seq_lens, tokens, right=True) - 1]
+    return (tokens - starts).unsqueeze(0)
+
+
 def _in_graph_with_zero_weight(layer: nn.Module) -> torch.Tensor:
     """`0·Σ sum(p)` over the layer's trainable parameters: an exact 0 whose backward gives them zero gradients."""
     return sum(p.sum() for p in layer.parameters() if p.requires_grad) * 0.0
@@ -848,13 +885,15 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
         config = self.config  # the layers share the model's config (its resolved `is_causal`, attention backend)
-        self.embed_tokens = nn.Embedding(config.padded_vocab_size, config.hidden_size, config.pad_token_id)
+        self.embed_tokens = build_token_embedding(config)
         self.embed_token_types = TokenTypeEmbedding(config) if config.type_vocab_size else NoTokenTypes()
         self.embed_positions = POSITIONS[config.position_embedding_type](config)
         self.embed_norm = build_norm(config.embedding_norm, config.hidden_size, config)
         self.embed_dropout = nn.Dropout(config.embedding_dropout)
         block = SimplifiedParallelBlock if config.parallel_block else SimplifiedBlock
         self.layers = nn.ModuleList(block(config, i) for i in range(config.num_hidden_layers))
+        with torch.no_grad():
+            _tie_reparam_inits(self, config)  # W_init is complete after __init__, as after init_weights()
         self.norm = build_norm(config.final_norm, config.hidden_size, config)
         self.gradient_checkpointing = False
         self.post_init()
@@ -895,6 +934,8 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
                 f"Sequence length {int(past_length + seq_len)} exceeds max_position_embeddings="
                 f"{self.config.max_position_embeddings} of this model's learned positions."
             )
+        if position_ids is None and kwargs.get("cu_seq_lens_q") is not None and past_length == 0:
+            position_ids = _positions_from_cu_seq_lens(kwargs["cu_seq_lens_q"], seq_len)  # packed, varlen kwargs only
         if position_ids is None:
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 

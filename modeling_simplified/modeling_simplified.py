@@ -936,13 +936,21 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
             )
         if position_ids is None and kwargs.get("cu_seq_lens_q") is not None and past_length == 0:
             position_ids = _positions_from_cu_seq_lens(kwargs["cu_seq_lens_q"], seq_len)  # packed, varlen kwargs only
+        given_positions = position_ids is not None
         if position_ids is None:
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 
-        # packed sequences (padding-free batches: no mask, positions restarting at 0): the softmax mask and the
-        # centring mean C·X of shaped attention both stay within each sequence
+        # packed sequences (padding-free batches: no mask, given positions restarting at 0): the softmax mask and the
+        # centring mean C·X of shaped attention both stay within each sequence (checked only for given positions:
+        # the check reads them on the host)
         sequence_ids = None
-        if attention_mask is None and isinstance(past_length, int) and past_length == 0 and seq_len > 1:
+        if (
+            given_positions
+            and attention_mask is None
+            and isinstance(past_length, int)
+            and past_length == 0
+            and seq_len > 1
+        ):
             sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
         mask_fn = create_causal_mask if causal else create_bidirectional_mask
         mask_kwargs = dict(past_key_values=past_key_values, position_ids=position_ids) if causal else {}

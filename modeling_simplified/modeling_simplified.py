@@ -426,13 +426,15 @@ def running_sum(x: torch.Tensor) -> torch.Tensor:
     `x.cumsum(1)`, whose CPU kernel along a non-last dimension is an order of magnitude slower; O(T) memory."""
     batch, length, features = x.shape
     block = min(SCAN_BLOCK, length)
-    padded = F.pad(x, (0, 0, 0, -length % block)) if length % block else x
+    if length % block:
+        return running_sum(F.pad(x, (0, 0, 0, -length % block)))[:, :length]
+    blocks = x.view(batch, -1, block, features)
     triangle = torch.ones(block, block, device=x.device, dtype=x.dtype).tril()
-    sums = torch.matmul(triangle, padded.view(batch, -1, block, features))  # (B, blocks, block, F)
-    if sums.shape[1] > 1:
-        totals = sums[:, :, -1]
+    sums = torch.matmul(triangle, blocks)  # (B, blocks, block, F): the sums within each block
+    if blocks.shape[1] > 1:
+        totals = blocks.sum(2)  # (a reduction: its backward is a broadcast, no zero-filled gradient)
         sums = sums + (running_sum(totals) - totals)[:, :, None]  # plus the totals of the blocks before
-    return sums.view(batch, -1, features)[:, :length]
+    return sums.view(batch, length, features)
 
 
 def _segment_sums(tokens: torch.Tensor, counts: torch.Tensor, sequence_ids: torch.Tensor, causal: bool):
@@ -1022,6 +1024,8 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs,
     ) -> CausalLMOutputWithPast:
+        if use_cache is None and labels is not None and self.training:
+            use_cache = False  # a training step builds no cache (it would copy every layer's keys and values)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -294,7 +294,7 @@ def bench_generate(shape: Shape, rounds: int, new_tokens: int = 128, prompt: int
 
 
 _MEMORY_CHILD = """
-import resource, sys, torch
+import sys, torch
 sys.argv = ["bench"]
 from modeling_simplified.benchmark import Shape, build
 attn, seq = {attn!r}, {seq}
@@ -305,17 +305,20 @@ warm = torch.randint(0, 1024, (1, 16))
 model(input_ids=warm, labels=warm).loss.backward()
 model.zero_grad(set_to_none=True)
 ids = torch.randint(0, 1024, (1, seq))
-def rss_kb():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() // 1024
-before = rss_kb()
+def status_kb(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # resets the peak RSS (VmHWM); a forked process would otherwise inherit its parent's
+before = status_kb("VmRSS")
 model(input_ids=ids, labels=ids).loss.backward()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+print(status_kb("VmHWM") - before)
 """
 
 
 def bench_memory(shape: Shape, seqs=(512, 1024, 2048)) -> dict:
-    """Peak memory growth (MiB) of one forward + backward of sas_p at each length: sdpa (ours) vs eager (T×T)."""
+    """Peak memory growth (MiB, peak RSS over RSS before) of one forward + backward of sas_p at each length: sdpa
+    (ours) vs eager (T×T). Each in a fresh process whose peak RSS is reset first (Linux `/proc/self/clear_refs`)."""
     out = {}
     env = {**os.environ, "MALLOC_ARENA_MAX": "1"}
     for seq in seqs:

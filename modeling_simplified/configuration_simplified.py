@@ -1,7 +1,8 @@
 """Configuration of the simplified transformer family (He & Hofmann, *Simplifying Transformer Blocks*, ICLR 2024).
 
 `block_type` is a preset: it fills every structural field it implies with the paper's value (paper §4 and
-App. D; NormFormer §2 for `normformer`). Fields passed explicitly win over the preset, and the expanded values are
+App. D; NormFormer §2 for `normformer`). "The authors' code" is the code of the paper's reproducibility statement,
+https://github.com/bobby-he/simplified_transformers. Fields passed explicitly win over the preset, and the expanded values are
 what `config.json` stores, with the release that wrote it (`simplified_transformers_version`).
 """
 
@@ -172,8 +173,9 @@ class SimplifiedConfig(PreTrainedConfig):
             default `4 * hidden_size`.
         hidden_act: MLP activation, one of `ACTIVATIONS`; `leaky_relu_slope` is the negative slope of `leaky_relu`.
         position_embedding_type: `learned` (the default: GPT-2's `wpe`, as in the authors' code; the paper's 167M /
-            146M parameter counts include it), `sinusoidal` (a fixed unit-amplitude table added at the embedding:
-            at std-0.02 token embeddings it swamps the token signal at init, so small models learn slowly), or
+            146M parameter counts include it), `sinusoidal` (App. D.1's text; a fixed unit-amplitude table added at
+            the embedding: at std-0.02 token embeddings it swamps the token signal at init, so small models learn
+            slowly), or
             `rotary` (`rope_theta`).
         max_position_embeddings: longest sequence for learned positions.
         parallel_block: parallel (GPT-J) instead of sequential sub-blocks.

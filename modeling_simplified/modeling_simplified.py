@@ -2,7 +2,8 @@
 
 One concept per module: gains, norms, positions, the value/projection matrices (identity, linear, or eq. 6
 reparameterisation), shaped attention (eq. 5) on top of transformers' attention interface, sequential (eq. 1) and
-parallel (eq. 7) blocks, and the heads. Shipped to the Hub as custom code: sibling imports only.
+parallel (eq. 7) blocks, and the heads. Shipped to the Hub as custom code: sibling imports only. "The authors'
+code" is the paper's released code, https://github.com/bobby-he/simplified_transformers.
 """
 
 import copy

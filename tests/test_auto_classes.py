@@ -197,19 +197,21 @@ def test_every_writer_loads_with_every_auto_class(block_type, hub_env, tmp_path)
             model,
             folder=tmp_path / cls.__name__,
         )
-    # model.push_to_hub
-    pushed = make_model(SimplifiedForCausalLM, block_type, seed=5)
-    pushed.push_to_hub(f"me/auto-{block_type}", token=TOKEN)
-    add("push_to_hub", f"me/auto-{block_type}", "SimplifiedForCausalLM", pushed)
-    # the Trainer: save_model, its checkpoint, push_to_hub
-    trained = make_model(SimplifiedForMaskedLM, block_type, seed=6).train()
+    # model.push_to_hub of every head
+    for i, cls in enumerate((SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification)):
+        pushed = make_model(cls, block_type, seed=10 + i)
+        pushed.push_to_hub(f"me/auto-{block_type}-{cls.__name__}", token=TOKEN)
+        add(f"push_to_hub-{cls.__name__}", f"me/auto-{block_type}-{cls.__name__}", cls.__name__, pushed)
+    # the Trainer: save_model, its checkpoint, push_to_hub (a causal LM for one block type, a masked LM for the other)
+    trainer_cls = SimplifiedForCausalLM if block_type == "sas_p" else SimplifiedForMaskedLM
+    trained = make_model(trainer_cls, block_type, seed=6).train()
     _trained_with_trainer(trained, tmp_path / "trainer", hub_model_id=f"me/trainer-{block_type}")
     for name, folder in (
         ("trainer-save_model", tmp_path / "trainer" / "saved"),
         ("trainer-checkpoint", tmp_path / "trainer" / "checkpoint-2"),
     ):
-        add(name, folder, "SimplifiedForMaskedLM", trained, folder=folder)
-    add("trainer-push_to_hub", f"me/trainer-{block_type}", "SimplifiedForMaskedLM", trained)
+        add(name, folder, trainer_cls.__name__, trained, folder=folder)
+    add("trainer-push_to_hub", f"me/trainer-{block_type}", trainer_cls.__name__, trained)
     # simplified-export
     exported = make_model(SimplifiedForSequenceClassification, block_type, seed=7)
     export_model(exported, tmp_path / "export")

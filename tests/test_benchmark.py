@@ -1,0 +1,50 @@
+"""The benchmark suite (`make bench`): its statistics, its FLOP bound, and a smoke run at a tiny shape. Speed itself
+is measured by `make bench`, never asserted by a test."""
+
+import json
+
+import pytest
+import torch
+
+from modeling_simplified import benchmark
+from modeling_simplified.benchmark import QUICK, build, matmul_flops_per_token, ratios
+
+
+def test_ratios_are_per_round_and_of_minimum_times():
+    results = {
+        "pre_ln": {"times_s": [2.0, 4.0, 3.0], "min_s": 2.0},
+        "sas_p": {"times_s": [1.0, 4.0, 2.0], "min_s": 1.0},
+    }
+    r = ratios(results, "pre_ln")["sas_p"]
+    assert r["ratio_median"] == pytest.approx(1.5)  # per round: 2.0, 1.0, 1.5
+    assert (r["ratio_low"], r["ratio_high"]) == (1.0, 2.0)
+    assert r["ratio_of_min"] == 2.0
+
+
+def test_flop_bound_counts_the_removed_value_and_projection_matrices():
+    """At the CodeParrot shape SAS-P drops 2d² of 12d² block weights (plus layer 1 keeping its eq. 6 W^V):
+    the bound is about 1.14, and GPT-2 and our pre_ln have the same GEMMs."""
+    shape = benchmark.Shape()
+    flops = {}
+    for name in ("gpt2", "pre_ln", "sas_p"):
+        with torch.device("meta"):
+            flops[name] = matmul_flops_per_token(build(name, shape), shape)
+    assert flops["gpt2"] == flops["pre_ln"]
+    assert 1.13 < flops["pre_ln"] / flops["sas_p"] < 1.15
+
+
+def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert benchmark.main(["--quick", "--sections", "train,mfu,generate,memory", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for title in ("Training step, eager", "MFU", "Cached generate()", "Peak memory"):
+        assert title in printed
+    result = json.loads(out.read_text())
+    assert result["meta"]["shape"]["layers"] == QUICK.layers
+    train = result["train"]
+    assert set(train) == {name for group in benchmark.TRAIN_GROUPS for name in group}
+    assert train["pre_ln"]["vs_pre_ln"]["ratio_median"] == 1.0 and "vs_gpt2" in train["pre_ln"]
+    assert all(len(row["times_s"]) == 2 for row in train.values())
+    assert 0 < result["mfu"]["sas_p"]["mfu"] and result["mfu"]["sas_p"]["gemm_calls"] > 0
+    assert set(result["generate"]) == {"batch_1", "batch_8"}
+    assert set(result["memory"]) == {"64", "128"} and result["memory"]["128"]["eager_MiB"] > 0

@@ -300,10 +300,11 @@ def test_loading_a_checkpoint_without_causality(tmp_path):
 @pytest.mark.parametrize(
     "cls", [SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification, SimplifiedModel]
 )
-def test_build_train_save_load_log_no_warning(cls, tmp_path):
-    """Building, a training step, saving, reloading (class and Auto class) and generating log no transformers warning,
-    e.g. an unrecognised `loss_type` (the loss is chosen from the head's class name)."""
+def test_build_train_save_load_log_no_warning(block_type, cls, tmp_path):
+    """Building, a training step, saving, reloading (class and Auto class) and generating log no transformers warning
+    (e.g. an unrecognised `loss_type`: the loss is chosen from the head's class name) and raise no Python warning."""
     import logging
+    import warnings
 
     from transformers.utils import logging as hf_logging
 
@@ -314,7 +315,8 @@ def test_build_train_save_load_log_no_warning(cls, tmp_path):
     hf_logging.warning_once.cache_clear()  # a warning already logged by an earlier test would be swallowed
     hf_logger.addHandler(handler)
     try:
-        model = cls(tiny_config("sas_p", num_labels=3, pad_token_id=0))
+        warnings.simplefilter("error")  # any Python warning fails the test (pytest restores the filters)
+        model = cls(tiny_config(block_type, num_labels=3, pad_token_id=0))
         ids, mask = _batch()
         labels = {SimplifiedForSequenceClassification: torch.tensor([0, 1, 2]), SimplifiedModel: None}.get(cls, ids)
         kwargs = {} if labels is None else {"labels": labels}

@@ -108,3 +108,25 @@ def test_ablation_is_sas_with_softmax(tmp_path):
     lr = [a for a in reproduce.train_argv(args, "simplest", 0, tmp_path) if a.startswith("training.learning_rate")]
     base = [a for a in reproduce.train_argv(args, "sas_p", 0, tmp_path) if a.startswith("training.learning_rate")]
     assert float(lr[0].split("=")[1]) == pytest.approx(float(base[0].split("=")[1]) * 2 / 3)
+
+
+def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypatch, tmp_path):
+    from modeling_simplified.training import cli
+
+    root, (out, _) = tiny_runs
+    before = json.loads((out / "results.json").read_text())
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained instead of reusing")
+
+    monkeypatch.setattr(cli, "run", no_training)
+    argv = [*TINY, "--blocks", "pre_ln", "sas_p", "--runs-dir", str(root / "runs0")]
+    assert reproduce.main([*argv, "--output-dir", str(tmp_path / "again")]) == 0
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert again["runs"] == before["runs"] and again["table"] == before["table"]
+    assert again["runs"][0]["torch_threads"] >= 1
+    # other arguments for a run (more steps), or --retrain, train it again
+    longer = [a if a != "4" else "8" for a in argv]
+    for changed in (longer, [*argv, "--retrain"]):
+        with pytest.raises(AssertionError, match="trained instead of reusing"):
+            reproduce.main([*changed, "--output-dir", str(tmp_path / "changed")])

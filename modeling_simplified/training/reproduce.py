@@ -14,7 +14,11 @@ callback). Nothing is tuned per block beyond what the paper prescribes:
 The output folder (default `docs/reproduction/`) gets `results.json`, `results.md` (the table, the claims
 verdicts computed from the table, the diagnostics), `loss_vs_step.png`, `loss_vs_time.png`, `gains.png`
 (shaped-attention α, β, γ per layer, mean over heads, and βFF, against the step) and `kurtosis.png` (activation
-kurtosis per layer at the end). The runs themselves go to `<runs-dir>/seed<k>/<block>/`.
+kurtosis per layer at the end). The runs themselves go to `<runs-dir>/seed<k>/<block>/`; a finished run leaves
+its record there (`record.json`, with its `simplified-train` arguments), and a later command whose arguments for
+that run are the same reuses it instead of training again (`--retrain` refuses reuse). So an interrupted
+reproduction resumes at the run it stopped in, and seeds trained by separate processes (e.g. one per core) are
+summarised together by one final command over all of them.
 
 Paper scale on a GPU: `simplified-reproduce --preset codeparrot --preset-shape --dataset <codeparrot dataset>`
 (the `codeparrot-<block>` presets: 18x768, their steps and batch).
@@ -101,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="runs/reproduction",
         help="the training runs, checkpoints included (default: runs/reproduction)",
     )
+    parser.add_argument(
+        "--retrain",
+        action="store_true",
+        help="train every run again, even where <runs-dir> holds a finished run with the same arguments",
+    )
     return parser
 
 
@@ -171,11 +180,28 @@ def check(args: argparse.Namespace) -> None:
 
 
 # -- one run ---------------------------------------------------------------------------------------------------
+RECORD = "record.json"
+
+
+def finished_record(args: argparse.Namespace, name: str, seed: int, run_dir: Path) -> dict[str, Any] | None:
+    """The record a finished run left in `run_dir`, if it was trained with the arguments this command would use."""
+    path = run_dir / RECORD
+    if args.retrain or not path.is_file():
+        return None
+    saved = json.loads(path.read_text())
+    return saved["record"] if saved.get("argv") == train_argv(args, name, seed, run_dir) else None
+
+
 def run_one(args: argparse.Namespace, name: str, seed: int, run_dir: Path) -> dict[str, Any]:
-    """Train one block type with one seed; returns its record (eval curve, timing, diagnostics)."""
+    """Train one block type with one seed; returns its record (eval curve, timing, diagnostics), which is also
+    written to `run_dir/record.json` with the training arguments."""
+    import torch
+
     from . import cli
 
-    plan = cli.plan_run(cli.build_parser().parse_args(train_argv(args, name, seed, run_dir)))
+    argv = train_argv(args, name, seed, run_dir)
+    (run_dir / RECORD).unlink(missing_ok=True)
+    plan = cli.plan_run(cli.build_parser().parse_args(argv))
     metrics = cli.run(plan, diagnostics=True, export=False)
     state = cli.latest_checkpoint(run_dir) / "trainer_state.json"
     history = json.loads(state.read_text())["log_history"]
@@ -190,7 +216,7 @@ def run_one(args: argparse.Namespace, name: str, seed: int, run_dir: Path) -> di
                 trajectories.setdefault(k.removeprefix("diag/"), []).append([e["step"], v])
     final = metrics.get("diagnostics", {})
     kurtosis = [final[f"diag/L{i}/kurtosis"] for i in range(64) if f"diag/L{i}/kurtosis" in final]
-    return {
+    record = {
         "block": name,
         "block_type": metrics["block_type"],
         "seed": seed,
@@ -204,7 +230,10 @@ def run_one(args: argparse.Namespace, name: str, seed: int, run_dir: Path) -> di
         "train_loss": [[e["step"], e["loss"]] for e in train_logs],
         "gains": trajectories,
         "kurtosis": kurtosis,
+        "torch_threads": torch.get_num_threads(),
     }
+    (run_dir / RECORD).write_text(json.dumps({"argv": argv, "record": record}, indent=1) + "\n")
+    return record
 
 
 # -- the summary -----------------------------------------------------------------------------------------------
@@ -318,7 +347,8 @@ def markdown(table, verdicts, records, command: str) -> str:
         f"Command: `{command}`",
         "",
         f"Seeds: {sorted({r['seed'] for r in records})} (mean ± sample std over seeds). tokens/s counts the "
-        "training tokens over the training time including the periodic evaluations.",
+        "training tokens over the training time including the periodic evaluations; torch threads per run: "
+        f"{sorted({r.get('torch_threads', 0) for r in records})}.",
         "",
         "| block | lr | parameters | " + " | ".join(cols) + " | tokens/s | train time (s) |",
         "|---|---|---|" + "---|" * len(cols) + "---|---|",
@@ -442,8 +472,14 @@ def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any]:
     records = []
     for seed in args.seeds:
         for name in args.blocks:
-            print(f"simplified-reproduce: {name}, seed {seed}", file=sys.stderr, flush=True)
-            records.append(run_one(args, name, seed, Path(args.runs_dir) / f"seed{seed}" / name))
+            run_dir = Path(args.runs_dir) / f"seed{seed}" / name
+            record = finished_record(args, name, seed, run_dir)
+            print(
+                f"simplified-reproduce: {name}, seed {seed}" + (f" (reusing {run_dir / RECORD})" if record else ""),
+                file=sys.stderr,
+                flush=True,
+            )
+            records.append(record or run_one(args, name, seed, run_dir))
     table = summarise(records)
     verdicts = claims(table, records)
     result = {"command": command, "table": table, "claims": verdicts, "runs": records}

@@ -22,6 +22,8 @@ Sections (results printed as tables and written to `--json`):
   which materialises the T×T matrices; each measurement in its own process (peak RSS).
 - `compile`: the `train` comparison under `torch.compile(model)` (what the Trainer's `torch_compile=True` does),
   for `pre_ln`, `sas`, `sas_p` and `GPT2LMHeadModel`.
+- `profile`: the top operators by self CPU time of one eager training step (`torch.profiler`, after a warm-up
+  step) of `pre_ln` and `sas_p`: where the time goes that matmul FLOPs do not count.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.modeling_simplified import ReparamLinear
 
-SECTIONS = ("train", "mfu", "generate", "memory", "compile")
+SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile")
 #: train groups: each fits in memory (4 models with AdamW state at the CodeParrot shape is ~11 GB) and has pre_ln
 TRAIN_GROUPS = (
     ("gpt2", "pre_ln", "sas_p", "sas"),
@@ -332,6 +334,29 @@ def bench_memory(shape: Shape, seqs=(512, 1024, 2048)) -> dict:
     return out
 
 
+def bench_profile(shape: Shape, names=("pre_ln", "sas_p"), top: int = 12) -> dict:
+    """Top operators by self CPU time of one training step (after a warm-up step), per model."""
+    from torch.profiler import ProfilerActivity, profile
+
+    batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
+    out = {}
+    for name in names:
+        torch.manual_seed(0)
+        model = build(name, shape).train()
+        optimizer = optimizer_for(model)
+        train_step(model, optimizer, batch)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            train_step(model, optimizer, batch)
+        events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        total_ms = sum(e.self_cpu_time_total for e in events) / 1e3
+        out[name] = {
+            "total_self_ms": total_ms,
+            "top": [{"op": e.key, "calls": e.count, "self_ms": e.self_cpu_time_total / 1e3} for e in events[:top]],
+        }
+        del model, optimizer
+    return out
+
+
 # -- report ------------------------------------------------------------------------------------------------------
 def _ratio(r: dict) -> str:
     return f"{r['ratio_median']:.3f} ({r['ratio_low']:.3f}-{r['ratio_high']:.3f}, min {r['ratio_of_min']:.3f})"
@@ -389,6 +414,17 @@ def print_memory(table: dict) -> None:
         print(f"| {seq} | {r['sdpa_MiB']:.0f} | {r['eager_MiB']:.0f} | {r['eager_over_sdpa']:.1f}× |")
 
 
+def print_profile(table: dict) -> None:
+    for name, r in table.items():
+        print(
+            f"\n## Profile of one eager training step, {name} (self CPU time, all threads: {r['total_self_ms']:.0f} ms)"
+        )
+        print("| op | calls | self ms | share |")
+        print("|---|---|---|---|")
+        for e in r["top"]:
+            print(f"| {e['op']} | {e['calls']} | {e['self_ms']:.1f} | {e['self_ms'] / r['total_self_ms']:.1%} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m modeling_simplified.benchmark",
@@ -436,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     if "compile" in sections:
         results["compile"] = bench_train(shape, rounds, groups=(COMPILE_GROUP,), compiled=True)
         print_train(results["compile"], "Training step under torch.compile (inductor)")
+    if "profile" in sections:
+        results["profile"] = bench_profile(shape)
+        print_profile(results["profile"])
     with open(args.json, "w") as handle:
         json.dump(results, handle, indent=1)
     print(f"\nwrote {args.json}")

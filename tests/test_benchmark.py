@@ -35,9 +35,9 @@ def test_flop_bound_counts_the_removed_value_and_projection_matrices():
 
 def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert benchmark.main(["--quick", "--sections", "train,mfu,generate,memory", "--json", str(out)]) == 0
+    assert benchmark.main(["--quick", "--sections", "train,mfu,generate,memory,profile", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    for title in ("Training step, eager", "MFU", "Cached generate()", "Peak memory"):
+    for title in ("Training step, eager", "MFU", "Cached generate()", "Peak memory", "Profile of one eager"):
         assert title in printed
     result = json.loads(out.read_text())
     assert result["meta"]["shape"]["layers"] == QUICK.layers
@@ -48,3 +48,6 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert 0 < result["mfu"]["sas_p"]["mfu"] and result["mfu"]["sas_p"]["gemm_calls"] > 0
     assert set(result["generate"]) == {"batch_1", "batch_8"}
     assert set(result["memory"]) == {"64", "128"} and result["memory"]["128"]["eager_MiB"] > 0
+    top = result["profile"]["sas_p"]["top"]
+    assert len(top) == 12 and any(e["op"] == "aten::mm" for e in top)
+    assert sum(e["self_ms"] for e in top) <= result["profile"]["sas_p"]["total_self_ms"]

@@ -130,3 +130,26 @@ def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypa
     for changed in (longer, [*argv, "--retrain"]):
         with pytest.raises(AssertionError, match="trained instead of reusing"):
             reproduce.main([*changed, "--output-dir", str(tmp_path / "changed")])
+
+
+def test_jobs_train_seeds_in_child_processes(tmp_path, capsys):
+    import torch
+
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    argv = [*TINY, "--blocks", "pre_ln", "--seeds", "0", "1", "--jobs", "2", "--runs-dir", str(runs)]
+    assert reproduce.main([*argv, "--output-dir", str(out)]) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert [(r["block"], r["seed"]) for r in result["runs"]] == [("pre_ln", 0), ("pre_ln", 1)]
+    assert {r["torch_threads"] for r in result["runs"]} == {max(1, torch.get_num_threads() // 2)}
+    assert result["runs"][0]["eval_loss"] != result["runs"][1]["eval_loss"]  # the seeds differ
+    for seed in (0, 1):
+        assert "pre_ln" in (runs / f"seed{seed}" / "log.txt").read_text()
+    assert f"seed 1 in a child process, log {runs / 'seed1' / 'log.txt'}" in capsys.readouterr().err
+    # a child that fails is named, with its log
+    bad = [*TINY, "--blocks", "pre_ln", "--seeds", "2", "3", "--jobs", "2", "--runs-dir", str(runs)]
+    assert reproduce.main([*bad, "--set", "no_such_field=1", "--output-dir", str(tmp_path / "bad")]) == 1
+    err = capsys.readouterr().err
+    assert f"training failed for seed 2 (exit 2, log {runs / 'seed2' / 'log.txt'}); seed 3 (exit 2" in err
+    assert "no_such_field" in (runs / "seed2" / "log.txt").read_text()
+    assert reproduce.main([*argv[:-4], "--jobs", "0"]) == 2
+    assert "--jobs must be at least 1, got 0" in capsys.readouterr().err

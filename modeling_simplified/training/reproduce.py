@@ -17,8 +17,10 @@ verdicts computed from the table, the diagnostics), `loss_vs_step.png`, `loss_vs
 kurtosis per layer at the end). The runs themselves go to `<runs-dir>/seed<k>/<block>/`; a finished run leaves
 its record there (`record.json`, with its `simplified-train` arguments), and a later command whose arguments for
 that run are the same reuses it instead of training again (`--retrain` refuses reuse). So an interrupted
-reproduction resumes at the run it stopped in, and seeds trained by separate processes (e.g. one per core) are
-summarised together by one final command over all of them.
+reproduction resumes at the run it stopped in, and seeds trained by separate processes are summarised together.
+`--jobs N` does that itself: the seeds still to train run in N child processes (one seed each at a time, torch
+threads split between them, logs in `<runs-dir>/seed<k>/log.txt`), then this process summarises every seed. On a
+small CPU that beats one process using every core: the miniature's GEMMs are too small to scale across threads.
 
 Paper scale on a GPU: `simplified-reproduce --preset codeparrot --preset-shape --dataset <codeparrot dataset>`
 (the `codeparrot-<block>` presets: 18x768, their steps and batch).
@@ -58,9 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="simplified-reproduce",
         description="Train every causal block type and the skipless-softmax ablation on the same data, seeds and "
         "steps; write the table, plots, diagnostics and the paper's claims checked against the table.",
-        epilog="examples:\n  simplified-reproduce                                 # CPU miniature, embedded code "
-        "corpus\n  simplified-reproduce --seeds 0 1 2 --steps 400\n  simplified-reproduce --preset "
-        "codeparrot --preset-shape --dataset <codeparrot dataset>   # paper scale (GPU)",
+        epilog="examples:\n"
+        "  simplified-reproduce                          # CPU miniature, embedded code corpus\n"
+        "  simplified-reproduce --seeds 0 1 --jobs 2     # two seeds, one process each (the committed results)\n"
+        "  simplified-reproduce --preset codeparrot --preset-shape --dataset <codeparrot dataset>   # paper scale (GPU)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -104,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs-dir",
         default="runs/reproduction",
         help="the training runs, checkpoints included (default: runs/reproduction)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="train the seeds in this many processes at once, torch threads split between them (default: 1)",
     )
     parser.add_argument(
         "--retrain",
@@ -177,6 +186,8 @@ def check(args: argparse.Namespace) -> None:
             )
     if len(set(args.seeds)) != len(args.seeds):
         raise UsageError(f"--seeds must be distinct, got {args.seeds}.")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}.")
 
 
 # -- one run ---------------------------------------------------------------------------------------------------
@@ -465,10 +476,67 @@ def plot_kurtosis(records, out: Path) -> Path:
     return path
 
 
+class RunFailed(Exception):
+    """A child process (`--jobs`) failed; the message names its seed and log."""
+
+
+def seed_argv(args: argparse.Namespace, seed: int) -> list[str]:
+    """This command's arguments for one seed alone, in one process (what a `--jobs` child runs)."""
+    argv = ["--preset", args.preset, "--blocks", *args.blocks, "--seeds", str(seed), "--runs-dir", args.runs_dir]
+    argv += ["--output-dir", str(Path(args.runs_dir) / f"seed{seed}" / "summary")]
+    if args.preset_shape:
+        argv.append("--preset-shape")
+    else:
+        argv += ["--steps", str(args.steps), "--layers", str(args.layers), "--hidden-size", str(args.hidden_size)]
+        argv += ["--heads", str(args.heads), "--seq-len", str(args.seq_len)]
+    if args.dataset:
+        argv += ["--dataset", args.dataset]
+    for s in args.overrides:
+        argv += ["--set", s]
+    return argv + (["--retrain"] if args.retrain else [])
+
+
+def train_in_parallel(args: argparse.Namespace) -> None:
+    """Train the seeds that have a run left to do in `args.jobs` child processes, torch threads split evenly."""
+    import subprocess
+
+    import torch
+
+    todo = [
+        seed
+        for seed in args.seeds
+        if args.retrain
+        or any(
+            finished_record(args, name, seed, Path(args.runs_dir) / f"seed{seed}" / name) is None
+            for name in args.blocks
+        )
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, torch.get_num_threads() // args.jobs))}
+    running: list[tuple[int, Path, subprocess.Popen]] = []
+    failed = []
+    while todo or running:
+        while todo and len(running) < args.jobs:
+            seed = todo.pop(0)
+            log = Path(args.runs_dir) / f"seed{seed}" / "log.txt"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            print(f"simplified-reproduce: seed {seed} in a child process, log {log}", file=sys.stderr, flush=True)
+            with log.open("w") as handle:
+                cmd = [sys.executable, "-m", "modeling_simplified.training.reproduce", *seed_argv(args, seed)]
+                running.append((seed, log, subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env)))
+        seed, log, proc = running.pop(0)
+        if proc.wait() != 0:
+            failed.append(f"seed {seed} (exit {proc.returncode}, log {log})")
+    if failed:
+        raise RunFailed("training failed for " + "; ".join(failed))
+    args.retrain = False  # the children retrained what was asked; summarise their records
+
+
 def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any]:
     check(args)
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if args.jobs > 1 and len(args.seeds) > 1:
+        train_in_parallel(args)
     records = []
     for seed in args.seeds:
         for name in args.blocks:
@@ -501,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"simplified-reproduce: error: {err}", file=sys.stderr)
         return 2
+    except RunFailed as err:
+        print(f"simplified-reproduce: error: {err}", file=sys.stderr)
+        return 1
     print((Path(args.output_dir) / "results.md").read_text())
     return 0 if all(math.isfinite(r["eval_loss@100%"][0]) for r in result["table"].values()) else 1
 

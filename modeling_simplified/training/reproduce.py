@@ -22,8 +22,8 @@ reproduction resumes at the run it stopped in, and seeds trained by separate pro
 threads split between them, logs in `<runs-dir>/seed<k>/log.txt`), then this process summarises every seed. On a
 small CPU that beats one process using every core: the miniature's GEMMs are too small to scale across threads.
 
-Paper scale on a GPU: `simplified-reproduce --preset codeparrot --preset-shape --dataset <codeparrot dataset>`
-(the `codeparrot-<block>` presets: 18x768, their steps and batch).
+Paper scale on a GPU: `simplified-reproduce --preset codeparrot --preset-shape` (the `codeparrot-<block>` presets:
+18x768, their steps and batch, the real CodeParrot data `huggingface-course/codeparrot-ds-train` / `-valid`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
         "  simplified-reproduce                          # CPU miniature, embedded code corpus\n"
         "  simplified-reproduce --seeds 0 1 --jobs 2     # two seeds, one process each (the committed results)\n"
-        "  simplified-reproduce --preset codeparrot --preset-shape --dataset <codeparrot dataset>   # paper scale (GPU)",
+        "  simplified-reproduce --preset codeparrot --preset-shape   # paper scale (GPU), real CodeParrot data",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -91,7 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the presets' shape, sequence length "
         "and steps (paper scale); ignores --steps/--layers/--hidden-size/--heads/--seq-len",
     )
-    parser.add_argument("--dataset", help="dataset (default: the preset's, i.e. the embedded code corpus)")
+    parser.add_argument(
+        "--dataset",
+        help="dataset (default: the preset's: the embedded code corpus for codeparrot-tiny, CodeParrot for codeparrot)",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",

@@ -464,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         results["mfu"] = bench_mfu(shape, max(2, rounds // 2))
         print_mfu(results["mfu"])
     if "generate" in sections:
-        results["generate"] = bench_generate(shape, max(2, rounds // 2), new_tokens=16 if args.quick else 128)
+        results["generate"] = bench_generate(shape, rounds, new_tokens=16 if args.quick else 128)
         print_generate(results["generate"])
     if "memory" in sections:
         results["memory"] = bench_memory(shape, (64, 128) if args.quick else (512, 1024, 2048))

@@ -405,9 +405,11 @@ def bert_to_simplified(model: BertForMaskedLM | BertModel, drop_pooler: bool = F
         decoder = src.take("cls.predictions.decoder.weight")
         if not config.tie_word_embeddings:
             out["mlm_head.decoder.weight"] = decoder
-        out["mlm_head.decoder.bias"] = src.take("cls.predictions.bias")
-        if src.has("cls.predictions.decoder.bias"):  # the same tensor as cls.predictions.bias
-            src.take("cls.predictions.decoder.bias")
+        # BERT's forward adds `decoder.bias`; transformers ties it to `predictions.bias` only with tied embeddings
+        bias = src.take("cls.predictions.bias")
+        if src.has("cls.predictions.decoder.bias"):
+            bias = src.take("cls.predictions.decoder.bias")
+        out["mlm_head.decoder.bias"] = bias
     src.finish()
     target = SimplifiedForMaskedLM(config) if masked_lm else SimplifiedModel(config)
     return fill(target.to(model.dtype), out, "BERT -> post_ln").eval()

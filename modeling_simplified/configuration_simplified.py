@@ -189,7 +189,7 @@ class SimplifiedConfig(PreTrainedConfig):
         qk_norm: `rmsnorm` norms each head's queries and keys with one `[head_dim]` scale (the authors' `op` run).
         type_vocab_size: number of token types (BERT's segment embeddings) added at the embedding; 0: none.
         scale_embedding: multiply the token embeddings by sqrt(hidden_size) (Vaswani et al. 2017 §3.4; fairseq, the
-            `normformer` preset).
+            `normformer` preset); they are then initialised with std hidden_size^-1/2 (fairseq): unit scale.
         attn_skip_gain (αSA), mlp_skip_gain (αFF; αcomb for parallel blocks): fixed skip gains, 0 removes the skip;
             `skip_gains_trainable` makes the non-zero ones trainable scalars.
         beta_sa_init (βSA), beta_ff_init (βFF): residual branch gains; the paper uses βFF 0.1 at 18×768, 0.2 for

@@ -214,7 +214,8 @@ class TokenTypeEmbedding(nn.Embedding):
 
 class ScaledEmbedding(nn.Embedding):
     """Token embeddings times `scale` (`scale_embedding`: sqrt(d), Vaswani et al. 2017 §3.4): the scale is part of the
-    input embedding module, so `get_input_embeddings()(ids)` gives what the model adds positions to."""
+    input embedding module, so `get_input_embeddings()(ids)` gives what the model adds positions to. Initialised with
+    std d^-1/2 as fairseq does, so that the scaled embeddings have unit scale, the scale of a LayerNorm's output."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, scale: float):
         super().__init__(num_embeddings, embedding_dim, padding_idx)
@@ -776,6 +777,8 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
         std = self.config.initializer_range
         if isinstance(module, nn.Linear):
             _init_linear(module, std)
+        elif isinstance(module, ScaledEmbedding):  # fairseq's rule: std d^-1/2, so the scaled embeddings are unit-scale
+            init.normal_(module.weight, mean=0.0, std=module.embedding_dim**-0.5)
         elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=std)
         elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
@@ -866,16 +869,20 @@ def _init_linear(module: nn.Linear, std: float):
 
 def _tie_reparam_inits(model: nn.Module, config: SimplifiedConfig):
     """Tie the fixed W_init of eq. 6 across the network (paper Fig. 14 ablations): `all_blocks` makes each block's
-    W^P_init = (W^V_init)^T; `last_block` makes the product over all blocks the identity."""
+    W^P_init = (W^V_init)^T; `last_block` makes the product over all blocks the identity. Only a tied matrix that
+    is not set (a new model, or one a checkpoint lacks) is derived, from the others as built or loaded."""
     if config.reparam_tie == "none":
         return
     values = [layer.attn.qkv.value.weight_init for layer in model.layers]
     projections = [layer.attn.o_proj.weight_init for layer in model.layers]
-    if not all(_unset(t) for t in values + projections) or values[0].device.type == "meta":
+    if values[0].device.type == "meta":
         return
     if config.reparam_tie == "all_blocks":
         for v, p in zip(values, projections):
-            p.copy_(v.T)
+            if _unset(p):
+                p.copy_(v.T)
+        return
+    if not _unset(projections[-1]):
         return
     product = torch.eye(config.hidden_size, device=values[0].device, dtype=values[0].dtype)
     for i, (v, p) in enumerate(zip(values, projections)):
@@ -1005,6 +1012,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
             output = layer(
                 hidden_states,
                 attention_mask=mask,
+                position_ids=position_ids,  # flash-attention kernels find packed sequences from them
                 position_embeddings=position_embeddings,
                 past_key_values=past_key_values,
                 key_padding_mask=key_padding_mask,

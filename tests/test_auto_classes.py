@@ -21,6 +21,7 @@ from modeling_simplified import (
     SimplifiedModel,
 )
 from modeling_simplified.hub_cards.export import export_model
+from modeling_simplified.hub_cards.export import main as export_main
 
 PACKAGE = Path(__file__).resolve().parents[1] / "modeling_simplified"
 SHIPPED = ("configuration_simplified.py", "modeling_simplified.py")
@@ -38,6 +39,22 @@ CLASS_OF = {
     "AutoModelForMaskedLM": "SimplifiedForMaskedLM",
     "AutoModelForSequenceClassification": "SimplifiedForSequenceClassification",
 }
+
+
+CLASSES = (SimplifiedModel, SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification)
+
+
+def _model(cls, block_type: str, seed: int):
+    """A perturbed tiny model of any class, the base model included."""
+    if cls is SimplifiedModel:
+        return perturb_(SimplifiedModel(tiny_config(block_type)), seed=seed).eval()
+    return make_model(cls, block_type, seed=seed)
+
+
+def _download(repo: str, tmp_path: Path) -> Path:
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(repo, cache_dir=tmp_path / "downloads", token=TOKEN))
 
 
 def _check_folder(folder: Path):
@@ -181,14 +198,8 @@ def test_every_writer_loads_with_every_auto_class(block_type, hub_env, tmp_path)
         )
 
     # save_pretrained of every class
-    for i, cls in enumerate(
-        (SimplifiedModel, SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification)
-    ):
-        model = (
-            make_model(cls, block_type, seed=i)
-            if cls is not SimplifiedModel
-            else perturb_(SimplifiedModel(tiny_config(block_type)), seed=i).eval()
-        )
+    for i, cls in enumerate(CLASSES):
+        model = _model(cls, block_type, seed=i)
         model.save_pretrained(tmp_path / cls.__name__)
         add(
             f"save_pretrained-{cls.__name__}",
@@ -197,30 +208,41 @@ def test_every_writer_loads_with_every_auto_class(block_type, hub_env, tmp_path)
             model,
             folder=tmp_path / cls.__name__,
         )
-    # model.push_to_hub of every head
-    for i, cls in enumerate((SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification)):
-        pushed = make_model(cls, block_type, seed=10 + i)
-        pushed.push_to_hub(f"me/auto-{block_type}-{cls.__name__}", token=TOKEN)
-        add(f"push_to_hub-{cls.__name__}", f"me/auto-{block_type}-{cls.__name__}", cls.__name__, pushed)
-    # the Trainer: save_model, its checkpoint, push_to_hub (a causal LM for one block type, a masked LM for the other)
-    trainer_cls = SimplifiedForCausalLM if block_type == "sas_p" else SimplifiedForMaskedLM
-    trained = make_model(trainer_cls, block_type, seed=6).train()
-    _trained_with_trainer(trained, tmp_path / "trainer", hub_model_id=f"me/trainer-{block_type}")
-    for name, folder in (
-        ("trainer-save_model", tmp_path / "trainer" / "saved"),
-        ("trainer-checkpoint", tmp_path / "trainer" / "checkpoint-2"),
-    ):
-        add(name, folder, trainer_cls.__name__, trained, folder=folder)
-    add("trainer-push_to_hub", f"me/trainer-{block_type}", trainer_cls.__name__, trained)
-    # simplified-export
+    # model.push_to_hub of every class; the repo holds the shipped code and the full auto_map
+    for i, cls in enumerate(CLASSES):
+        pushed = _model(cls, block_type, seed=10 + i)
+        repo = f"me/auto-{block_type}-{cls.__name__}"
+        pushed.push_to_hub(repo, token=TOKEN)
+        add(f"push_to_hub-{cls.__name__}", repo, cls.__name__, pushed, folder=_download(repo, tmp_path))
+    # the Trainer with every head: save_model, its checkpoint, push_to_hub
+    for i, cls in enumerate(CLASSES[1:]):
+        trained = make_model(cls, block_type, seed=20 + i).train()
+        out, repo = tmp_path / f"trainer-{cls.__name__}", f"me/trainer-{block_type}-{cls.__name__}"
+        _trained_with_trainer(trained, out, hub_model_id=repo)
+        add(f"trainer-save_model-{cls.__name__}", out / "saved", cls.__name__, trained, folder=out / "saved")
+        add(
+            f"trainer-checkpoint-{cls.__name__}",
+            out / "checkpoint-2",
+            cls.__name__,
+            trained,
+            folder=out / "checkpoint-2",
+        )
+        add(f"trainer-push_to_hub-{cls.__name__}", repo, cls.__name__, trained, folder=_download(repo, tmp_path))
+    # simplified-export: the CLI on a Trainer checkpoint, and export_model on a model in memory
+    checkpoint = tmp_path / "trainer-SimplifiedForCausalLM" / "checkpoint-2"
+    assert export_main([str(checkpoint), str(tmp_path / "export-cli")]) == 0
+    from_checkpoint = SimplifiedForCausalLM.from_pretrained(checkpoint).eval()
+    add(
+        "simplified-export-cli",
+        tmp_path / "export-cli",
+        "SimplifiedForCausalLM",
+        from_checkpoint,
+        folder=tmp_path / "export-cli",
+    )
     exported = make_model(SimplifiedForSequenceClassification, block_type, seed=7)
     export_model(exported, tmp_path / "export")
     add(
-        "simplified-export",
-        tmp_path / "export",
-        "SimplifiedForSequenceClassification",
-        exported,
-        folder=tmp_path / "export",
+        "export_model", tmp_path / "export", "SimplifiedForSequenceClassification", exported, folder=tmp_path / "export"
     )
 
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
@@ -335,7 +357,6 @@ FINE_TUNE = r"""
 """
 
 
-@pytest.mark.slow
 def test_fine_tuning_a_pushed_language_model_in_a_fresh_process(hub_env, tmp_path):
     """Train a tiny masked LM, publish it with the standard `push_to_hub`, then fine-tune it into a classifier
     through `AutoModelForSequenceClassification` in a process without the package: it beats the majority class."""

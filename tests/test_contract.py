@@ -5,9 +5,11 @@ one batch. Tiny shapes (vocab 99, hidden 32, 2 layers, 4 heads, MLP 37), every b
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import perturb_
-from transformers import DataCollatorWithFlattening
+from transformers import AttentionInterface, AttentionMaskInterface, DataCollatorWithFlattening
 from transformers import initialization as init
+from transformers.masking_utils import flash_attention_mask
 
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
 
@@ -84,6 +86,49 @@ def test_packed_sequences_equal_the_padded_batch(block_type, cls, attn):
     torch.testing.assert_close(user_mask, reference, atol=1e-5, rtol=0)
 
 
+def varlen_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """flash_attention_2's contract, on the CPU: it gets no mask (transformers' flash mask is None without padding)
+    and finds packed sequences only from the varlen kwargs `cu_seq_lens_q` or from `position_ids`, as
+    transformers' `_flash_attention_forward` does; each sequence is attended separately."""
+    assert attention_mask is None, "a flash kernel gets no mask for an unpadded batch"
+    length = query.shape[2]
+    if kwargs.get("cu_seq_lens_q") is not None:
+        bounds = kwargs["cu_seq_lens_q"].tolist()
+    elif kwargs.get("position_ids") is not None:
+        bounds = (kwargs["position_ids"][0] == 0).nonzero().flatten().tolist() + [length]
+    else:
+        bounds = [0, length]
+    parts = [
+        F.scaled_dot_product_attention(
+            query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], is_causal=module.is_causal, scale=scaling
+        )
+        for a, b in zip(bounds[:-1], bounds[1:])
+    ]
+    return torch.cat(parts, dim=2).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register("varlen_reference", varlen_attention)
+AttentionMaskInterface.register("varlen_reference", flash_attention_mask)
+
+
+@pytest.mark.parametrize("positions", [True, False], ids=["position_ids", "cu_seq_lens-only"])
+@pytest.mark.parametrize("cls", HEADS)
+def test_packed_sequences_under_a_flash_style_varlen_kernel(block_type, cls, positions):
+    """A kernel with flash-attention's contract (`varlen_attention`) sees the sequence boundaries of a flattened
+    batch, from `position_ids` (which the model must hand to the attention interface, as Llama does) or from
+    `cu_seq_lens_*`: the logits equal those of the sequences run one by one."""
+    model = trained_like(cls, block_type, "sdpa")
+    seqs = _sequences(2)
+    with torch.no_grad():
+        separate = torch.cat([model(input_ids=s[None]).logits[0] for s in seqs])
+        model.set_attn_implementation("varlen_reference")
+        collator = DataCollatorWithFlattening(return_flash_attn_kwargs=not positions, return_position_ids=positions)
+        batch = collator([{"input_ids": s.tolist()} for s in seqs])
+        batch.pop("labels")
+        packed = model(**batch).logits[0]
+    torch.testing.assert_close(packed, separate, atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("positions", [True, False], ids=["position_ids", "cu_seq_lens-only"])
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("cls", HEADS)
@@ -108,7 +153,6 @@ def test_flattening_collator_with_flash_kwargs_trains_like_the_padded_batch(bloc
         torch.testing.assert_close(packed.loss, expected, atol=1e-5, rtol=0)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("cls", HEADS)
 def test_packed_sequences_under_flex_attention(block_type, cls):
     model = trained_like(cls, block_type, "flex_attention")
@@ -197,6 +241,43 @@ def test_from_pretrained_recreates_a_missing_buffer(tmp_path):
     assert torch.equal(loaded.state_dict()[key], torch.eye(32))
 
 
+@pytest.mark.parametrize("missing", ["last_projection", "first_projection", "every_buffer"])
+@pytest.mark.parametrize("tie", ["all_blocks", "last_block"])
+def test_from_pretrained_re_ties_missing_reparam_inits(tmp_path, tie, missing):
+    """Eq. 6 with random orthogonal W_init tied across blocks (Fig. 14): a checkpoint that lacks some of the tied
+    buffers gets them re-derived from the ones it has (or, lacking all, from their seeded draws): identical to the
+    saved model."""
+    from safetensors.torch import load_file, save_file
+
+    model = trained_like(
+        SimplifiedForCausalLM,
+        "sas",
+        value_mode="reparam",
+        projection_mode="reparam",
+        reparam_init="orthogonal",
+        reparam_tie=tie,
+        num_hidden_layers=3,
+    )
+    model.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    buffers = sorted(k for k in weights if k.endswith("weight_init"))
+    keys = {
+        "last_projection": ["model.layers.2.attn.o_proj.weight_init"],
+        "first_projection": ["model.layers.0.attn.o_proj.weight_init"],
+        "every_buffer": buffers,
+    }[missing]
+    for key in keys:
+        del weights[key]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded, info = SimplifiedForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert set(info["missing_keys"]) == set(keys)
+    for key in buffers:
+        torch.testing.assert_close(loaded.state_dict()[key], model.state_dict()[key], atol=1e-6, rtol=0, msg=key)
+    ids = torch.cat(_sequences())[None]
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5, rtol=0)
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # 3. compiled generation without recompiles
 # ------------------------------------------------------------------------------------------------------------------
@@ -236,8 +317,8 @@ def test_compiled_generate_with_a_static_cache_never_recompiles(block_type):
 # 4. resize_token_embeddings
 # ------------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", HEADS)
-def test_resize_token_embeddings_contract(cls):
-    model = trained_like(cls, "sas_p")
+def test_resize_token_embeddings_contract(block_type, cls):
+    model = trained_like(cls, block_type)
     original = model.get_input_embeddings().weight.clone()
     bias = model.get_output_embeddings().bias
     bias = None if bias is None else bias.clone()
@@ -261,6 +342,28 @@ def test_resize_token_embeddings_contract(cls):
     if bias is not None:
         assert torch.equal(model.get_output_embeddings().bias, bias)
     assert model(input_ids=torch.tensor([[1, 2, 3]])).logits.shape[-1] == 99
+
+
+@pytest.mark.parametrize("cls", HEADS)
+def test_resize_with_a_padded_vocabulary_and_without_mean_resizing(cls):
+    """With `pad_vocab_size_multiple=8` the rows stay padded (99 real tokens in 104 rows); up then down restores the
+    weights; `mean_resizing=False` initialises the new rows with the model's own init (std `initializer_range`)."""
+    model = trained_like(cls, "sas_p", pad_vocab_size_multiple=8)
+    original = model.get_input_embeddings().weight.clone()
+    assert original.shape[0] == 104
+    torch.manual_seed(0)
+    grown = model.resize_token_embeddings(99 + 3000, mean_resizing=False)
+    assert grown.weight.shape[0] == 3104 and model.config.vocab_size == 3099
+    assert model.get_output_embeddings().weight is grown.weight
+    torch.testing.assert_close(grown.weight[:99], original[:99], atol=0, rtol=0)
+    new_rows = grown.weight[104:].detach()
+    std = model.config.initializer_range
+    assert abs(new_rows.std().item() - std) < 0.05 * std and abs(new_rows.mean().item()) < 0.05 * std
+    logits = model(input_ids=torch.tensor([[1, 2, 3]])).logits
+    assert logits.shape[-1] == 3099  # padded rows are never predicted
+    model.resize_token_embeddings(99)
+    assert torch.equal(model.get_input_embeddings().weight[:99], original[:99])
+    assert model.get_input_embeddings().weight.shape[0] == 104
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -304,8 +407,10 @@ def test_eager_attentions_are_in_the_autograd_graph(block_type, cls):
 # ------------------------------------------------------------------------------------------------------------------
 # 7. memorising one batch
 # ------------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("seed", [0, 1])
-def test_memorising_one_batch(block_type, seed):
+@pytest.mark.parametrize(
+    "cls, seed", [(SimplifiedForCausalLM, 0), (SimplifiedForCausalLM, 1), (SimplifiedForMaskedLM, 0)]
+)
+def test_memorising_one_batch(block_type, cls, seed):
     """Adam (lr 1e-3, betas 0.9/0.999, no weight decay, clipping at 1) on one fixed batch for 300 steps: loss and
     gradient norm both fall by at least 90%.
 
@@ -317,12 +422,17 @@ def test_memorising_one_batch(block_type, seed):
     torch.set_num_threads(1)  # a tiny model: one thread is several times faster than two
     try:
         torch.manual_seed(seed)
-        model = SimplifiedForCausalLM(contract_config(block_type)).train()
-        ids = torch.randint(0, 99, (4, 16), generator=torch.Generator().manual_seed(seed))
+        model = cls(contract_config(block_type)).train()
+        gen = torch.Generator().manual_seed(seed)
+        ids = torch.randint(1, 99, (4, 16), generator=gen)
+        inputs, labels = ids, ids
+        if cls is SimplifiedForMaskedLM:  # 30% of the positions masked (token 0), predicted from the rest
+            masked = torch.rand(ids.shape, generator=gen) < 0.3
+            inputs, labels = ids.masked_fill(masked, 0), ids.masked_fill(~masked, -100)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), weight_decay=0.0)
         history = []
         for _ in range(300):
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = model(input_ids=inputs, labels=labels).loss
             optimizer.zero_grad()
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -176,7 +176,8 @@ def _bert_inputs(vocab=V):
     return dict(input_ids=ids, token_type_ids=types, attention_mask=mask)
 
 
-def test_bert_masked_lm_to_post_ln():
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_bert_masked_lm_to_post_ln(tied):
     cfg = BertConfig(
         num_hidden_layers=L,
         hidden_size=D,
@@ -185,10 +186,14 @@ def test_bert_masked_lm_to_post_ln():
         vocab_size=V,
         max_position_embeddings=32,
         type_vocab_size=3,
+        tie_word_embeddings=tied,
     )
     ref = perturb_(BertForMaskedLM(cfg)).eval()
+    # untied, BERT's forward adds `decoder.bias`, a tensor apart from `predictions.bias`: perturbed apart here
+    assert tied == (ref.cls.predictions.decoder.bias is ref.cls.predictions.bias)
     ours = bert_to_simplified(ref)
     assert ours.config.block_type == "post_ln" and ours.config.type_vocab_size == 3
+    assert ours.config.tie_word_embeddings == tied
     inputs = _bert_inputs()
     with torch.no_grad():
         assert torch.allclose(ours(**inputs).logits, ref(**inputs).logits, atol=1e-5, rtol=0)

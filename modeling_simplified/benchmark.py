@@ -22,6 +22,8 @@ Sections (results printed as tables and written to `--json`):
   which materialises the T×T matrices; each measurement in its own process (peak RSS).
 - `compile`: the `train` comparison under `torch.compile(model)` (what the Trainer's `torch_compile=True` does),
   for `pre_ln`, `sas`, `sas_p` and `GPT2LMHeadModel`.
+- `raptr`: RaPTr's saving: a training step on half the layers (first and last kept) against a full step of the
+  same `pre_ln` model, interleaved.
 - `profile`: the top operators by self CPU time of one eager training step (`torch.profiler`, after a warm-up
   step) of `pre_ln` and `sas_p`: where the time goes that matmul FLOPs do not count.
 """
@@ -45,7 +47,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.modeling_simplified import ReparamLinear
 
-SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile")
+SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile", "raptr")
 #: train groups: each fits in memory (4 models with AdamW state at the CodeParrot shape is ~11 GB) and has pre_ln
 TRAIN_GROUPS = (
     ("gpt2", "pre_ln", "sas_p", "sas"),
@@ -414,6 +416,23 @@ def print_memory(table: dict) -> None:
         print(f"| {seq} | {r['sdpa_MiB']:.0f} | {r['eager_MiB']:.0f} | {r['eager_over_sdpa']:.1f}× |")
 
 
+def bench_raptr(shape: Shape, rounds: int) -> dict:
+    """RaPTr's compute saving: a pre_ln training step on a subnetwork of half the layers (first and last kept, App. J
+    scales) against a full step of the same model, interleaved (`training.raptr.bench`)."""
+    from .training.raptr import bench
+
+    layers = max(4, shape.layers)
+    return bench(layers, shape.width, shape.seq, shape.batch, vocab=shape.vocab, repeats=rounds, block_type="pre_ln")
+
+
+def print_raptr(r: dict) -> None:
+    print(f"\n## RaPTr: a training step on {r['layers_kept']}/{r['num_layers']} layers vs a full step (pre_ln)")
+    print("| statistic | full step s | half step s | half / full |")
+    print("|---|---|---|---|")
+    for stat in ("median", "min"):
+        print(f"| {stat} | {r[f'full_{stat}_s']:.3f} | {r[f'half_{stat}_s']:.3f} | {r[f'half_over_full_{stat}']:.3f} |")
+
+
 def print_profile(table: dict) -> None:
     for name, r in table.items():
         print(
@@ -475,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     if "profile" in sections:
         results["profile"] = bench_profile(shape)
         print_profile(results["profile"])
+    if "raptr" in sections:
+        results["raptr"] = bench_raptr(shape, rounds)
+        print_raptr(results["raptr"])
     with open(args.json, "w") as handle:
         json.dump(results, handle, indent=1)
     print(f"\nwrote {args.json}")

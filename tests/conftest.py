@@ -124,3 +124,12 @@ def hub_env(local_hub, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", local_hub.url)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     return local_hub
+
+
+@pytest.fixture(autouse=True)
+def _compile_flex_for_every_variant():
+    """transformers compiles flex_attention once per process; every block type (q/k strides) and mask kind is a
+    recompile. Past dynamo's default limit of 8 it would silently fall back to the unfused flex kernel (which
+    materialises the T×T scores): every flex test, in any file, runs the compiled kernel."""
+    with torch._dynamo.config.patch(recompile_limit=64):
+        yield

@@ -30,14 +30,6 @@ def padded_batch(head: str):
     return ids, mask
 
 
-@pytest.fixture(autouse=True)
-def _compile_flex_for_every_variant():
-    """transformers compiles flex_attention once per process; every block type (q/k strides) and mask kind is a
-    recompile. Past dynamo's default limit of 8 it would silently fall back to the unfused flex kernel."""
-    with torch._dynamo.config.patch(recompile_limit=64):
-        yield
-
-
 def logits(model, ids, mask):
     with torch.no_grad():
         return model(ids, attention_mask=mask).logits

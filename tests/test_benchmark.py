@@ -35,9 +35,9 @@ def test_flop_bound_counts_the_removed_value_and_projection_matrices():
 
 def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert benchmark.main(["--quick", "--sections", "train,mfu,generate,memory,profile", "--json", str(out)]) == 0
+    assert benchmark.main(["--quick", "--sections", "train,mfu,generate,memory,profile,raptr", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    for title in ("Training step, eager", "MFU", "Cached generate()", "Peak memory", "Profile of one eager"):
+    for title in ("Training step, eager", "MFU", "Cached generate()", "Peak memory", "Profile of one eager", "RaPTr"):
         assert title in printed
     result = json.loads(out.read_text())
     assert result["meta"]["shape"]["layers"] == QUICK.layers
@@ -51,3 +51,5 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     top = result["profile"]["sas_p"]["top"]
     assert len(top) == 12 and any(e["op"] == "aten::mm" for e in top)
     assert sum(e["self_ms"] for e in top) <= result["profile"]["sas_p"]["total_self_ms"]
+    raptr = result["raptr"]
+    assert raptr["layers_kept"] * 2 == raptr["num_layers"] and raptr["half_over_full_median"] > 0

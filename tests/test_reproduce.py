@@ -108,6 +108,11 @@ def test_ablation_is_sas_with_softmax(tmp_path):
     lr = [a for a in reproduce.train_argv(args, "simplest", 0, tmp_path) if a.startswith("training.learning_rate")]
     base = [a for a in reproduce.train_argv(args, "sas_p", 0, tmp_path) if a.startswith("training.learning_rate")]
     assert float(lr[0].split("=")[1]) == pytest.approx(float(base[0].split("=")[1]) * 2 / 3)
+    # at the paper's CodeParrot lr (1e-3, the `codeparrot` presets) the norm-free block keeps it
+    paper = reproduce.build_parser().parse_args(["--preset", "codeparrot", "--preset-shape"])
+    for name in ("simplest", "sas_p"):
+        argv = reproduce.train_argv(paper, name, 0, tmp_path)
+        assert [a for a in argv if a.startswith("training.learning_rate")] == ["training.learning_rate=0.001"], name
 
 
 def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypatch, tmp_path):

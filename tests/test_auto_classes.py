@@ -417,3 +417,15 @@ def test_fine_tuning_a_pushed_language_model_in_a_fresh_process(hub_env, tmp_pat
     assert report["class"] == "SimplifiedForSequenceClassification"
     assert 0.5 <= report["majority"] < 0.6
     assert report["accuracy"] > report["majority"] + 0.05, report
+
+
+def test_readme_usage_snippet_runs_as_written(tmp_path, monkeypatch):
+    """The README's Usage example (build, save_pretrained, load with three Auto classes) runs as written."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    snippet = readme.split("### Usage", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(snippet, "README.md (Usage)", "exec"), namespace)
+    _check_folder(tmp_path / "my-sas_p")
+    assert type(namespace["clf"]).__name__ == "SimplifiedForSequenceClassification"
+    assert torch.equal(namespace["base"].embed_tokens.weight, namespace["model"].model.embed_tokens.weight)

@@ -165,6 +165,32 @@ def test_incompatible_llama_conversions_name_field():
         llama_to_simplified(gqa)
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [("activation_function", "silu"), ("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True)],
+)
+def test_gpt2_source_fields_we_cannot_express_are_named(field, value):
+    ref = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=D, n_head=H, vocab_size=V, n_positions=32, **{field: value}))
+    with pytest.raises(ConversionError, match=field):
+        gpt2_to_simplified(ref)
+
+
+@pytest.mark.parametrize(
+    "field, overrides",
+    [
+        ("head_dim", {"head_dim": 2 * D // H}),
+        ("hidden_act", {"hidden_act": "gelu"}),
+        ("rope_parameters.rope_type", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}),
+    ],
+)
+def test_llama_source_fields_we_cannot_express_are_named(field, overrides):
+    cfg = LlamaConfig(
+        num_hidden_layers=1, hidden_size=D, num_attention_heads=H, intermediate_size=48, vocab_size=V, **overrides
+    )
+    with pytest.raises(ConversionError, match=re.escape(field)):
+        llama_to_simplified(LlamaForCausalLM(cfg))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # BERT
 # ----------------------------------------------------------------------------------------------------------------

@@ -81,11 +81,19 @@ def test_flex_static_cache_generation_equals_sdpa():
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="torch 2.13 / transformers 5.23: compiled CPU flex_attention decoding with a growing key length gives "
+    "wrong logits (transformers' own LlamaForCausalLM too, checked by hand); use the static cache (README, Limits)",
+)
 @torch._dynamo.config.patch(automatic_dynamic_shapes=False)
-def test_flex_dynamic_cache_generation_equals_sdpa(block_type):
-    """DynamicCache decoding under flex: every step has a new key length. torch 2.13's CPU flex kernel fails to
-    compile once dynamo recompiles it with dynamic shapes (padded batches), so this pins static shapes."""
-    model = build(block_type, "causal", attn_implementation="flex_attention")
+def test_flex_dynamic_cache_generation_equals_sdpa():
+    """DynamicCache decoding under flex: every step has a new key length. Without `automatic_dynamic_shapes=False`
+    the CPU flex kernel fails to compile once dynamo recompiles it with dynamic shapes; with it, the kernels compile
+    but the decoding steps' logits are wrong. Strict xfail: it fails the suite once an upstream fix lands, so that
+    the README's limit is updated. Dynamo is reset after it, so no later flex test reuses its compiled state."""
+    model = build("sas", "causal", attn_implementation="flex_attention")
     ids, mask = padded_batch("causal")
     kwargs = dict(
         attention_mask=mask,
@@ -96,7 +104,10 @@ def test_flex_dynamic_cache_generation_equals_sdpa(block_type):
         output_logits=True,
         return_dict_in_generate=True,
     )
-    _assert_flex_generation_equals_sdpa(model, ids, **kwargs)
+    try:
+        _assert_flex_generation_equals_sdpa(model, ids, **kwargs)
+    finally:
+        torch._dynamo.reset()
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -437,7 +437,8 @@ class SimplifiedConfig(PreTrainedConfig):
             )
 
     def to_dict(self) -> dict:
-        """The fields, plus the simplified-transformers release that wrote them (as `transformers_version`)."""
+        """The fields, plus the simplified-transformers release that wrote them (`simplified_transformers_version`,
+        beside transformers' own `transformers_version`)."""
         output = super().to_dict()
         output["simplified_transformers_version"] = __version__
         return output

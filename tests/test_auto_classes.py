@@ -357,6 +357,7 @@ FINE_TUNE = r"""
 """
 
 
+@pytest.mark.slow  # trains twice (~1-2 min); run by .ci/run's test-slow
 def test_fine_tuning_a_pushed_language_model_in_a_fresh_process(hub_env, tmp_path):
     """Train a tiny masked LM, publish it with the standard `push_to_hub`, then fine-tune it into a classifier
     through `AutoModelForSequenceClassification` in a process without the package: it beats the majority class."""

@@ -137,6 +137,7 @@ def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypa
             reproduce.main([*changed, "--output-dir", str(tmp_path / "changed")])
 
 
+@pytest.mark.slow  # child processes train (~20 s); run by .ci/run's test-slow
 def test_jobs_train_seeds_in_child_processes(tmp_path, capsys):
     import torch
 

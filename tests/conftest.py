@@ -1,7 +1,10 @@
 """Shared fixtures. Every test runs with HF_HOME in a temporary directory, offline."""
 
+import contextlib
+import logging
 import os
 import tempfile
+import warnings
 
 _HF_HOME = tempfile.mkdtemp(prefix="simplified-hf-home-")
 os.environ["HF_HOME"] = _HF_HOME
@@ -29,6 +32,30 @@ TINY = dict(
 def tiny_config(block_type: str = "pre_ln", **overrides) -> SimplifiedConfig:
     """A tiny config of the given block type (fields override TINY)."""
     return SimplifiedConfig(block_type=block_type, **{**TINY, **overrides})
+
+
+@contextlib.contextmanager
+def assert_no_warnings(loggers=("transformers", "datasets", "modeling_simplified", "")):
+    """The block logs nothing at WARNING or above on these loggers (the root one included) and raises no Python
+    warning; a warning already logged once by an earlier test is logged again (`warning_once`'s cache cleared)."""
+    from transformers.utils import logging as hf_logging
+
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    targets = [logging.getLogger(name) for name in loggers]
+    hf_logging.warning_once.cache_clear()
+    for logger in targets:
+        logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    finally:
+        for logger in targets:
+            logger.removeHandler(handler)
+    assert [r.getMessage() for r in records] == []
+    assert [f"{w.category.__name__}: {w.message}" for w in caught] == []
 
 
 def perturb_(model: torch.nn.Module, scale: float = 0.05, seed: int = 0) -> torch.nn.Module:

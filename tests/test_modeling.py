@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import TINY, perturb_, tiny_config
+from conftest import TINY, assert_no_warnings, perturb_, tiny_config
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
 from modeling_simplified import (
@@ -301,21 +301,9 @@ def test_loading_a_checkpoint_without_causality(tmp_path):
     "cls", [SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification, SimplifiedModel]
 )
 def test_build_train_save_load_log_no_warning(block_type, cls, tmp_path):
-    """Building, a training step, saving, reloading (class and Auto class) and generating log no transformers warning
-    (e.g. an unrecognised `loss_type`: the loss is chosen from the head's class name) and raise no Python warning."""
-    import logging
-    import warnings
-
-    from transformers.utils import logging as hf_logging
-
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    hf_logger = logging.getLogger("transformers")
-    hf_logging.warning_once.cache_clear()  # a warning already logged by an earlier test would be swallowed
-    hf_logger.addHandler(handler)
-    try:
-        warnings.simplefilter("error")  # any Python warning fails the test (pytest restores the filters)
+    """Building, a training step, saving, reloading (class and Auto class) and generating log no warning (e.g. an
+    unrecognised `loss_type`: the loss is chosen from the head's class name) and raise no Python warning."""
+    with assert_no_warnings():
         model = cls(tiny_config(block_type, num_labels=3, pad_token_id=0))
         ids, mask = _batch()
         labels = {SimplifiedForSequenceClassification: torch.tensor([0, 1, 2]), SimplifiedModel: None}.get(cls, ids)
@@ -333,6 +321,3 @@ def test_build_train_save_load_log_no_warning(block_type, cls, tmp_path):
         reloaded(input_ids=ids, attention_mask=mask)
         if cls is SimplifiedForCausalLM:
             model.generate(ids[:1], max_new_tokens=2, do_sample=False, pad_token_id=0)
-    finally:
-        hf_logger.removeHandler(handler)
-    assert [r.getMessage() for r in records] == []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import assert_no_warnings, tiny_config
 from safetensors.torch import load_file
 
 from modeling_simplified import SimplifiedForCausalLM, parameter_groups
@@ -435,46 +435,27 @@ def test_list_presets_names_every_preset_with_its_task(capsys):
 
 def test_demo_trains_exports_reloads_with_remote_code_and_generates(tmp_path, capsys):
     """`make demo` in miniature; it logs no warning (transformers', datasets', ours) and raises no Python warning."""
-    import logging
-    import warnings
-
-    from transformers.utils import logging as hf_logging
-
     from modeling_simplified import demo
 
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    loggers = [logging.getLogger(name) for name in ("transformers", "datasets", "modeling_simplified", "")]
-    hf_logging.warning_once.cache_clear()  # a warning already logged by an earlier test would be swallowed
-    for logger in loggers:
-        logger.addHandler(handler)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            status = demo.main(
-                [
-                    "--output-dir",
-                    str(tmp_path / "demo"),
-                    "--max-steps",
-                    "4",
-                    "--new-tokens",
-                    "8",
-                    "--set",
-                    "data.max_train_samples=40",
-                    "--set",
-                    "data.tokenizer_train_samples=40",
-                    "--set",
-                    "data.max_eval_samples=16",
-                    "--set",
-                    "training.per_device_train_batch_size=8",
-                ]
-            )
-    finally:
-        for logger in loggers:
-            logger.removeHandler(handler)
-    assert [r.getMessage() for r in records] == []
-    assert [f"{w.category.__name__}: {w.message}" for w in caught] == []
+    with assert_no_warnings():
+        status = demo.main(
+            [
+                "--output-dir",
+                str(tmp_path / "demo"),
+                "--max-steps",
+                "4",
+                "--new-tokens",
+                "8",
+                "--set",
+                "data.max_train_samples=40",
+                "--set",
+                "data.tokenizer_train_samples=40",
+                "--set",
+                "data.max_eval_samples=16",
+                "--set",
+                "training.per_device_train_batch_size=8",
+            ]
+        )
     out = capsys.readouterr().out
     assert status == 0
     assert "reloaded" in out and "trust_remote_code=True" in out

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TOKEN, perturb_, tiny_config
+from conftest import TOKEN, perturb_
 from test_hub import make_model, run_fresh
 
 from modeling_simplified import (
@@ -42,13 +42,6 @@ CLASS_OF = {
 
 
 CLASSES = (SimplifiedModel, SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification)
-
-
-def _model(cls, block_type: str, seed: int):
-    """A perturbed tiny model of any class, the base model included."""
-    if cls is SimplifiedModel:
-        return perturb_(SimplifiedModel(tiny_config(block_type)), seed=seed).eval()
-    return make_model(cls, block_type, seed=seed)
 
 
 def _download(repo: str, tmp_path: Path) -> Path:
@@ -199,7 +192,7 @@ def test_every_writer_loads_with_every_auto_class(block_type, hub_env, tmp_path)
 
     # save_pretrained of every class
     for i, cls in enumerate(CLASSES):
-        model = _model(cls, block_type, seed=i)
+        model = make_model(cls, block_type, seed=i)
         model.save_pretrained(tmp_path / cls.__name__)
         add(
             f"save_pretrained-{cls.__name__}",
@@ -210,7 +203,7 @@ def test_every_writer_loads_with_every_auto_class(block_type, hub_env, tmp_path)
         )
     # model.push_to_hub of every class; the repo holds the shipped code and the full auto_map
     for i, cls in enumerate(CLASSES):
-        pushed = _model(cls, block_type, seed=10 + i)
+        pushed = make_model(cls, block_type, seed=10 + i)
         repo = f"me/auto-{block_type}-{cls.__name__}"
         pushed.push_to_hub(repo, token=TOKEN)
         add(f"push_to_hub-{cls.__name__}", repo, cls.__name__, pushed, folder=_download(repo, tmp_path))

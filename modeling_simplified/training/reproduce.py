@@ -132,12 +132,10 @@ def train_argv(args: argparse.Namespace, name: str, seed: int, run_dir: Path) ->
     """The `simplified-train` arguments of one block type and seed."""
     block, model_overrides, lr_factor = BLOCKS[name]
     preset = f"{args.preset}-{block}"
-    lr = load_preset(preset).training.learning_rate
+    recipe = load_preset(preset).training
+    lr = recipe.learning_rate
     lr *= lr_factor if lr > PAPER_CODEPARROT_LR else 1.0  # the paper lowers only its aggressive 3e-3 (App. D.2)
-    steps = None if args.preset_shape else args.steps
-    if steps is None:
-        recipe = load_preset(preset).training
-        steps = recipe.max_steps
+    steps = recipe.max_steps if args.preset_shape or args.steps is None else args.steps
     argv = [
         "--preset",
         preset,

@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(BIN)/python -m modeling_simplified.demo
+	$(BIN)/python -m modeling_simplified.training.demo
 
 # Lint and format check (configuration: [tool.ruff] in pyproject.toml). `ruff format .` and `ruff check --fix .` fix.
 lint: setup
@@ -43,7 +43,7 @@ test-all: setup
 # Train-step throughput vs pre_ln and GPT2LMHeadModel at the CodeParrot shape; prints a table, writes benchmark.json.
 # Not collected by pytest. Pass options with BENCH_ARGS, e.g. `make bench BENCH_ARGS=--quick`.
 bench: setup
-	$(BIN)/python -m modeling_simplified.benchmark $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks.benchmark $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info

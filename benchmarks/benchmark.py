@@ -1,8 +1,8 @@
 """Benchmark suite (`make bench`): what users compare us on, every figure a ratio measured in the same process.
 
-    python -m modeling_simplified.benchmark                       # everything, the paper's CodeParrot shape
-    python -m modeling_simplified.benchmark --sections train,mfu  # a subset
-    python -m modeling_simplified.benchmark --quick               # smoke run at a tiny shape
+    python -m benchmarks.benchmark                       # everything, the paper's CodeParrot shape
+    python -m benchmarks.benchmark --sections train,mfu  # a subset
+    python -m benchmarks.benchmark --quick               # smoke run at a tiny shape
 
 Sections (results printed as tables and written to `--json`):
 - `train`: training-step time (forward with labels, backward, clipping at 1, fused AdamW on `parameter_groups`,
@@ -300,7 +300,7 @@ def bench_generate(shape: Shape, rounds: int, new_tokens: int = 128, prompt: int
 _MEMORY_CHILD = """
 import sys, torch
 sys.argv = ["bench"]
-from modeling_simplified.benchmark import Shape, build
+from benchmarks.benchmark import Shape, build
 attn, seq = {attn!r}, {seq}
 shape = Shape(layers=4, width={width}, heads={heads}, vocab=1024, seq=seq, batch=1)
 torch.manual_seed(0)
@@ -418,8 +418,8 @@ def print_memory(table: dict) -> None:
 
 def bench_raptr(shape: Shape, rounds: int) -> dict:
     """RaPTr's compute saving: a pre_ln training step on a subnetwork of half the layers (first and last kept, App. J
-    scales) against a full step of the same model, interleaved (`training.raptr.bench`)."""
-    from .training.raptr import bench
+    scales) against a full step of the same model, interleaved (`benchmarks.raptr.bench`)."""
+    from .raptr import bench
 
     layers = max(4, shape.layers)
     return bench(layers, shape.width, shape.seq, shape.batch, vocab=shape.vocab, repeats=rounds, block_type="pre_ln")
@@ -446,7 +446,7 @@ def print_profile(table: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m modeling_simplified.benchmark",
+        prog="python -m benchmarks.benchmark",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     meta = {
         "date": started,
-        "command": "python -m modeling_simplified.benchmark " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m benchmarks.benchmark " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or platform.platform()}",
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),

@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from modeling_simplified import benchmark
-from modeling_simplified.benchmark import QUICK, build, matmul_flops_per_token, ratios
+from benchmarks import benchmark
+from benchmarks.benchmark import QUICK, build, matmul_flops_per_token, ratios
 
 
 def test_ratios_are_per_round_and_of_minimum_times():

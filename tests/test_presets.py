@@ -3,6 +3,7 @@ the paper settings hold, unknown keys and bad values are rejected with a message
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from modeling_simplified.training.presets import (
     UsageError,
     apply_override,
     available_presets,
+    expand,
     load_preset,
     parse_preset,
     switch_block_type,
@@ -21,8 +23,42 @@ PRESETS = available_presets()
 CRAMMED_BLOCKS = ("pre_ln", "parallel", "value_skipinit", "sas", "sas_p", "simplest")
 
 
+#: every preset as it expanded before presets became bases plus deltas: `{name: {"preset": Preset.to_dict(),
+#: "config": SimplifiedConfig.to_dict() without the version keys}}`
+EXPANSIONS = json.loads((Path(__file__).parent / "fixtures" / "preset_expansions.json").read_text())
+
+
 def _raw(name: str) -> dict:
-    return json.loads((PRESET_DIR / f"{name}.json").read_text())
+    """The full preset dict of `configuration/<name>.json` (a delta expanded onto its base)."""
+    return expand(json.loads((PRESET_DIR / f"{name}.json").read_text()), name)
+
+
+def test_every_preset_expands_to_what_it_was():
+    assert PRESETS == sorted(EXPANSIONS)
+    for name in PRESETS:
+        preset = load_preset(name)
+        config = preset.config().to_dict()
+        for key in ("transformers_version", "simplified_transformers_version"):
+            config.pop(key, None)
+        assert json.loads(json.dumps(preset.to_dict())) == EXPANSIONS[name]["preset"], name
+        assert json.loads(json.dumps(config)) == EXPANSIONS[name]["config"], name
+
+
+def test_presets_are_deltas_on_one_base_per_family():
+    bases = {json.loads((PRESET_DIR / f"{name}.json").read_text())["base"] for name in PRESETS}
+    assert bases == {"codeparrot", "codeparrot-tiny", "crammed-bert", "crammed-bert-tiny", "glue"}
+    for name in PRESETS:
+        delta = json.loads((PRESET_DIR / f"{name}.json").read_text())
+        assert len(delta.get("model", {})) + len(delta.get("training", {})) <= 3 or name.startswith("glue"), name
+
+
+def test_bad_deltas_name_the_base_or_placeholder():
+    with pytest.raises(UsageError, match="unknown base 'nope'.*codeparrot-tiny"):
+        parse_preset({"base": "nope"}, name="broken")
+    with pytest.raises(UsageError, match="placeholders"):
+        parse_preset({"base": "codeparrot-tiny", "paper": {"blok": "x"}}, name="broken")
+    with pytest.raises(UsageError, match="'hidden_sise'"):
+        parse_preset({"base": "codeparrot-tiny", "paper": {"block": "x"}, "model": {"hidden_sise": 1}}, name="b")
 
 
 def test_the_promised_presets_exist():

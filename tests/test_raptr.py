@@ -417,8 +417,8 @@ CLI_BASE = [
 
 
 def test_cli_raptr_writes_its_report_to_metrics_and_rejects_bad_schedules(tmp_path, capsys):
+    from benchmarks.raptr import compare_runs
     from modeling_simplified.training.cli import main
-    from modeling_simplified.training.raptr import compare_runs
 
     base = [*CLI_BASE, "--set", "training.eval_steps=4", "--max-steps", "8", "--no-export"]
     bad = tmp_path / "bad"
@@ -674,7 +674,7 @@ def test_width_variants_refuse_depth_options_and_name_their_units():
 
 # ---------------------------------------------------------------------------------------------- tools
 def test_bench_smoke(capsys):
-    from modeling_simplified.training.raptr import bench, main
+    from benchmarks.raptr import bench, main
 
     r = bench(num_layers=4, hidden_size=32, seq_len=8, batch=2, vocab=97, repeats=1)
     assert r["layers_kept"] == 2 and r["num_layers"] == 4

@@ -17,8 +17,9 @@ from conftest import assert_no_warnings, tiny_config
 from safetensors.torch import load_file
 
 from modeling_simplified import SimplifiedForCausalLM, parameter_groups
-from modeling_simplified.training.cli import latest_checkpoint, main
+from modeling_simplified.training.cli import main
 from modeling_simplified.training.presets import available_presets
+from modeling_simplified.training.runs import latest_checkpoint
 from modeling_simplified.training.trainer import BatchRampAdamW, SimplifiedTrainer, training_arguments
 
 REPO = Path(__file__).resolve().parents[1]
@@ -435,7 +436,7 @@ def test_list_presets_names_every_preset_with_its_task(capsys):
 
 def test_demo_trains_exports_reloads_with_remote_code_and_generates(tmp_path, capsys):
     """`make demo` in miniature; it logs no warning (transformers', datasets', ours) and raises no Python warning."""
-    from modeling_simplified import demo
+    from modeling_simplified.training import demo
 
     with assert_no_warnings():
         status = demo.main(

@@ -37,6 +37,7 @@ from .presets import (
     switch_block_type,
     validate,
 )
+from .runs import latest_checkpoint, pretrained_dir
 
 EPILOG = """examples:
   simplified-train --preset codeparrot-tiny-sas_p                  # minutes on a laptop CPU, embedded data
@@ -134,39 +135,6 @@ class RunPlan:
     init_from: Path | None
 
 
-def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The highest-numbered `checkpoint-<n>` whose `trainer_state.json` was written completely (it is written
-    last, so a run killed while saving leaves an incomplete folder that is skipped)."""
-    best = None
-    for path in output_dir.glob("checkpoint-*"):
-        suffix = path.name.removeprefix("checkpoint-")
-        state = path / "trainer_state.json"
-        if not (suffix.isdigit() and state.is_file()):
-            continue
-        try:
-            json.loads(state.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if best is None or int(suffix) > int(best.name.removeprefix("checkpoint-")):
-            best = path
-    return best
-
-
-def pretrained_dir(path: str) -> Path:
-    """A folder with `config.json` and weights inside a run (`export/`), an export, or a checkpoint."""
-    root = Path(path)
-    for candidate in (root / "export", root):
-        if (candidate / "config.json").is_file():
-            return candidate
-    checkpoint = latest_checkpoint(root) if root.is_dir() else None
-    if checkpoint is not None:
-        return checkpoint
-    raise UsageError(
-        f"--init-from {path!r}: no pretrained model there (expected a run directory, an export or a "
-        "checkpoint folder with config.json)."
-    )
-
-
 def plan_run(args: argparse.Namespace) -> RunPlan:
     """Resolve preset, overrides and output directory; raises UsageError before anything is written."""
     if args.resume and args.overwrite:
@@ -181,11 +149,11 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if args.preset is None:
         if not saved.is_file():
             raise UsageError(f"--resume: {output_dir} holds no run (no preset.json); pass --preset.")
-        preset = parse_preset(json.loads(saved.read_text()), name=output_dir.name)
+        preset = parse_preset(json.loads(saved.read_text()), name=output_dir.name, check=False)
     else:
-        preset = load_preset(args.preset)
+        preset = load_preset(args.preset, check=False)
     if args.block_type:
-        preset = switch_block_type(preset, args.block_type)
+        preset = switch_block_type(preset, args.block_type, check=False)
     for assignment in args.overrides:
         apply_override(preset, assignment)
     if args.max_steps is not None:
@@ -198,7 +166,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         preset.data.dataset_config = args.dataset_config
     if args.init_from:
         preset.training.init_from = args.init_from
-    validate(preset)
+    validate(preset)  # the one validation of the run: after the block type, the overrides and the options
     init_from = pretrained_dir(preset.training.init_from) if preset.training.init_from else None
 
     resume_from = None
@@ -523,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list_presets:
         for name in available_presets():
-            preset = load_preset(name)
+            preset = load_preset(name, check=False)
             print(f"{name:34s} {preset.task:24s} {preset.paper}")
         return 0
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

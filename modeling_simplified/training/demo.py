@@ -33,7 +33,7 @@ print(prompt + completion)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m modeling_simplified.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m modeling_simplified.training.demo", description=__doc__)
     parser.add_argument("--output-dir", default="runs/demo", help="run directory (replaced on each run)")
     parser.add_argument("--max-steps", type=int, help="shorter or longer than the preset's 300 steps")
     parser.add_argument("--prompt", default=PROMPT, help="the code to complete")

@@ -3,6 +3,13 @@
 A preset is `{"paper": str, "task": str, "model": {SimplifiedConfig fields}, "training": {...}, "data": {...}}`.
 Every key is checked: an unknown key, a wrong type or a value outside its allowed set raises `UsageError`, whose
 message names the field and the allowed values.
+
+The files in `configuration/` are deltas on a family's base (`configuration/bases/<family>.json`, one per paper
+setting: CodeParrot, its tiny miniature, crammed BERT, its miniature, GLUE): `{"base": family, "paper": ...,
+"model": {...}, "training": {...}, "data": {...}}`. Each section's keys replace the base's; `null` in the model
+section removes the base's key (the block type's preset then applies). `paper` is either the whole text or the
+values of the base's `{placeholders}`. `expand` turns a delta into the full preset; a full preset (no `base`, e.g. a
+run's `preset.json`) is taken as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ PRESET_DIR = next(
     (d for d in (Path(__file__).resolve().parents[i] / "configuration" for i in (1, 2)) if d.is_dir()),
     Path(__file__).resolve().parents[2] / "configuration",
 )
+
+BASE_DIR = PRESET_DIR / "bases"
+SECTIONS = ("paper", "task", "model", "training", "data")
 
 TASKS = ("causal-lm", "masked-lm", "sequence-classification")
 LR_SCHEDULERS = ("linear", "cosine", "constant_with_warmup")
@@ -105,6 +115,8 @@ class Preset:
     model: dict[str, Any]
     training: TrainingRecipe
     data: DataSpec
+    #: the family (`configuration/bases/<base>.json`) the preset is a delta of, if any
+    base: str | None = None
 
     def config(self, **extra) -> SimplifiedConfig:
         """The SimplifiedConfig of the model section (plus `extra`), with bad values as `UsageError`."""
@@ -126,8 +138,49 @@ def available_presets() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
 
 
-def load_preset(name_or_path: str) -> Preset:
-    """Load and validate a preset by name (`configuration/<name>.json`) or by path to a JSON file."""
+def available_bases() -> list[str]:
+    """Names of the preset families in `configuration/bases/`."""
+    return sorted(p.stem for p in BASE_DIR.glob("*.json"))
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise UsageError(f"preset file {path} is not valid JSON: {err}") from None
+
+
+def expand(raw: dict[str, Any], name: str = "<preset>") -> dict[str, Any]:
+    """The full preset dict of a delta (`{"base": family, ...}`: the base with the delta's keys applied); a dict
+    without `base` is returned as it is."""
+    if not isinstance(raw, dict) or "base" not in raw:
+        return raw
+    family = raw["base"]
+    if family not in available_bases():
+        raise UsageError(f"preset {name!r}: unknown base {family!r}; available bases: {', '.join(available_bases())}.")
+    base = _read_json(BASE_DIR / f"{family}.json")
+    _check_keys(raw, ("base", *SECTIONS), f"preset {name!r}")
+    full = {key: value for key, value in base.items() if key not in ("model", "training", "data")}
+    for section in ("model", "training", "data"):
+        delta = raw.get(section, {})
+        _check_keys(delta, _section_keys(section), f"preset {name!r} {section}")
+        full[section] = {**base.get(section, {}), **delta}
+    full["model"] = {k: v for k, v in full["model"].items() if v is not None}
+    if "task" in raw:
+        full["task"] = raw["task"]
+    paper = raw.get("paper", {})
+    if isinstance(paper, dict):
+        try:
+            paper = base["paper"].format(**paper)
+        except (KeyError, IndexError, AttributeError) as err:
+            raise UsageError(f"preset {name!r}: paper must fill the base's placeholders ({err}).") from None
+    full["paper"] = paper
+    return full
+
+
+def load_preset(name_or_path: str, check: bool = True) -> Preset:
+    """Load and validate a preset by name (`configuration/<name>.json`) or by path to a JSON file. `check=False`
+    leaves the model config to one `validate` call after overrides (`simplified-train`)."""
     path = Path(name_or_path)
     if not (name_or_path.endswith(".json") and path.is_file()):
         path = PRESET_DIR / f"{name_or_path}.json"
@@ -136,18 +189,17 @@ def load_preset(name_or_path: str) -> Preset:
             f"unknown preset {name_or_path!r}; available presets: {', '.join(available_presets())} "
             "(or a path to a preset .json file)."
         )
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise UsageError(f"preset file {path} is not valid JSON: {err}") from None
-    return parse_preset(raw, name=path.stem)
+    return parse_preset(_read_json(path), name=path.stem, check=check)
 
 
-def parse_preset(raw: dict[str, Any], name: str = "<preset>") -> Preset:
-    """Validate a preset dict: known keys only, typed values, a model section that builds a SimplifiedConfig."""
+def parse_preset(raw: dict[str, Any], name: str = "<preset>", check: bool = True) -> Preset:
+    """Validate a preset dict (full, or a delta on a base): known keys only, typed values, and (with `check`) a
+    model section that builds a SimplifiedConfig."""
     if not isinstance(raw, dict):
         raise UsageError(f"preset {name!r} must be a JSON object, got {type(raw).__name__}.")
-    _check_keys(raw, ("paper", "task", "model", "training", "data"), f"preset {name!r}")
+    base = raw.get("base")
+    raw = expand(raw, name)
+    _check_keys(raw, SECTIONS, f"preset {name!r}")
     for key in ("paper", "task", "model", "training"):
         if key not in raw:
             raise UsageError(f"preset {name!r} lacks the required key {key!r}.")
@@ -162,8 +214,10 @@ def parse_preset(raw: dict[str, Any], name: str = "<preset>") -> Preset:
         model=model,
         training=_dataclass_from(TrainingRecipe, raw["training"], f"preset {name!r} training"),
         data=_dataclass_from(DataSpec, raw.get("data", {}), f"preset {name!r} data"),
+        base=base,
     )
-    validate(preset)
+    if check:
+        validate(preset)
     return preset
 
 
@@ -265,23 +319,25 @@ def apply_override(preset: Preset, assignment: str) -> None:
     setattr(targets[section], field, _typed(value, typing.get_type_hints(cls)[field], f"--set {key}"))
 
 
-def switch_block_type(preset: Preset, block_type: str) -> Preset:
-    """The preset for another block type: the sibling preset of the same family if there is one (e.g.
-    `codeparrot-tiny-sas_p` → `codeparrot-tiny-pre_ln`), else this preset with the block-specific model fields
-    dropped so that the new block type's defaults apply."""
+def switch_block_type(preset: Preset, block_type: str, check: bool = True) -> Preset:
+    """The preset for another block type: the preset of the same base whose delta sets that block type if there
+    is one (e.g. `codeparrot-tiny-sas_p` → `codeparrot-tiny-pre_ln`), else this preset with the block-specific
+    model fields dropped so that the new block type's defaults apply."""
     if block_type not in BLOCK_TYPES:
         raise UsageError(f"--block-type {block_type!r} is not valid; allowed values: {', '.join(BLOCK_TYPES)}.")
     current = preset.model.get("block_type", "pre_ln")
     if block_type == current:
         return preset
-    if preset.name.endswith(f"-{current}"):
-        sibling = preset.name[: -len(current)] + block_type
-        if sibling in available_presets():
-            return load_preset(sibling)
+    if preset.base is not None:
+        for name in available_presets():
+            delta = _read_json(PRESET_DIR / f"{name}.json")
+            if delta.get("base") == preset.base and delta.get("model", {}).get("block_type") == block_type:
+                return load_preset(name, check=check)
     structural = set(BLOCK_PRESETS[current]) | {"beta_ff_init"}
     preset.model = {k: v for k, v in preset.model.items() if k not in structural}
     preset.model["block_type"] = block_type
-    validate(preset)
+    if check:
+        validate(preset)
     return preset
 
 
@@ -297,6 +353,10 @@ def build_config(fields: dict[str, Any], where: str = "model") -> SimplifiedConf
 # -- helpers ---------------------------------------------------------------------------------------------------
 def _names(cls) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
+
+
+def _section_keys(section: str) -> tuple[str, ...]:
+    return MODEL_FIELDS if section == "model" else tuple(_names(TrainingRecipe if section == "training" else DataSpec))
 
 
 def _check_keys(mapping: dict, allowed, where: str) -> None:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .presets import UsageError, available_presets, load_preset
+from .runs import latest_checkpoint
 
 # name -> (block type of the preset, model overrides, lr factor)
 BLOCKS: dict[str, tuple[str, dict[str, Any], float]] = {
@@ -219,7 +220,7 @@ def run_one(args: argparse.Namespace, name: str, seed: int, run_dir: Path) -> di
     (run_dir / RECORD).unlink(missing_ok=True)
     plan = cli.plan_run(cli.build_parser().parse_args(argv))
     metrics = cli.run(plan, diagnostics=True, export=False)
-    state = cli.latest_checkpoint(run_dir) / "trainer_state.json"
+    state = latest_checkpoint(run_dir) / "trainer_state.json"
     history = json.loads(state.read_text())["log_history"]
     steps = metrics["steps"]
     seconds_per_step = metrics["train_time_s"] / max(steps, 1)

@@ -1,0 +1,41 @@
+"""Run folders of `simplified-train`: the latest complete checkpoint, and the pretrained folder inside a run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .presets import UsageError
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    """The highest-numbered `checkpoint-<n>` whose `trainer_state.json` was written completely (it is written
+    last, so a run killed while saving leaves an incomplete folder that is skipped)."""
+    best = None
+    for path in output_dir.glob("checkpoint-*"):
+        suffix = path.name.removeprefix("checkpoint-")
+        state = path / "trainer_state.json"
+        if not (suffix.isdigit() and state.is_file()):
+            continue
+        try:
+            json.loads(state.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if best is None or int(suffix) > int(best.name.removeprefix("checkpoint-")):
+            best = path
+    return best
+
+
+def pretrained_dir(path: str) -> Path:
+    """A folder with `config.json` and weights inside a run (`export/`), an export, or a checkpoint."""
+    root = Path(path)
+    for candidate in (root / "export", root):
+        if (candidate / "config.json").is_file():
+            return candidate
+    checkpoint = latest_checkpoint(root) if root.is_dir() else None
+    if checkpoint is not None:
+        return checkpoint
+    raise UsageError(
+        f"--init-from {path!r}: no pretrained model there (expected a run directory, an export or a "
+        "checkpoint folder with config.json)."
+    )

@@ -1,12 +1,13 @@
 """Model cards for exported simplified-transformer models, rendered with `huggingface_hub`'s ModelCard.
 
-The card is built from the config (block type, what it removes, parameters against the Pre-LN twin of the same
+The card is built from the config (what the block is and removes, read from the expanded fields, parameters against the Pre-LN twin of the same
 shape), the training run (`run_info`) and a usage snippet that pins a revision. `pin_snippet` rewrites the snippet's
 repository and revision after a push.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import re
@@ -52,6 +53,7 @@ RUN_INFO_KEYS: dict[str, str] = {
     "repo_id": "str",
 }
 
+#: The summary of each block type, used when a config's structure (`block_structure`) is that block type's preset.
 BLOCK_SUMMARIES: dict[str, str] = {
     "pre_ln": "the standard Pre-LN block (the baseline of He & Hofmann, Fig. 1 left)",
     "post_ln": "the original Post-LN block (norm after each residual add, as in BERT)",
@@ -59,8 +61,10 @@ BLOCK_SUMMARIES: dict[str, str] = {
     "value_skipinit": "Value-SkipInit (He et al. 2023, eq. 4): no attention skip, attention `α·I + β·A`",
     "sas": "SAS, the simplified attention sub-block (He & Hofmann §4.2): shaped attention replaces the "
     "attention skip, and the value and projection matrices are removed",
-    "sas_p": "SAS-P, the parallel simplified block (He & Hofmann §4.3): SAS in a parallel block without any skip",
-    "simplest": "the simplest block of He & Hofmann (§4.4): SAS-P without normalisation layers",
+    "sas_p": "SAS-P, the parallel simplified block (He & Hofmann §4.3): SAS (shaped attention, no value and "
+    "projection matrices) in a parallel block without any skip",
+    "simplest": "the simplest block of He & Hofmann (§4.4): SAS-P (shaped attention in a parallel block without "
+    "skips) without normalisation layers",
     "normformer": "NormFormer (Shleifer et al. 2021): Pre-LN plus a LayerNorm after attention, head-wise "
     "scaling of the attention output and a LayerNorm after the MLP activation",
 }
@@ -172,6 +176,69 @@ def parameter_report(config, architecture: str) -> dict[str, Any]:
     }
 
 
+def block_structure(config) -> tuple:
+    """What a block is, read from the expanded config fields (never from `block_type`, which is only a preset name):
+    sub-block arrangement, norms, skips, attention kind, removed matrices, NormFormer's extras."""
+    return (
+        ("parallel_block", bool(config.parallel_block)),
+        ("norm_position", config.norm_position),
+        ("block_norms", config.norm_type != "none"),
+        ("attention_skip", not config.parallel_block and config.attn_skip_gain != 0),
+        ("mlp_skip", config.mlp_skip_gain != 0),
+        ("attention_type", config.attention_type),
+        ("centred", config.attention_type == "shaped" and bool(config.centre_attention)),
+        ("value_removed", config.value_mode == "identity"),
+        ("projection_removed", config.projection_mode == "identity"),
+        ("normformer", (config.head_scale != "none", bool(config.attn_branch_norm), bool(config.mlp_act_norm))),
+    )
+
+
+@functools.cache
+def _preset_structures() -> dict[str, tuple]:
+    from modeling_simplified.configuration_simplified import BLOCK_TYPES, SimplifiedConfig
+
+    return {block_type: block_structure(SimplifiedConfig(block_type=block_type)) for block_type in BLOCK_TYPES}
+
+
+def block_name(config) -> str | None:
+    """The block type whose preset has this config's structure (`block_structure`), or None for a custom block:
+    a converted SAS-P model saved with `block_type="parallel"` and overrides is `sas_p`."""
+    structure = block_structure(config)
+    return next((name for name, preset in _preset_structures().items() if preset == structure), None)
+
+
+def block_summary(config) -> str:
+    """One sentence on the block, from the fields: the named block's summary, or the structure spelled out."""
+    name = block_name(config)
+    if name is not None:
+        return BLOCK_SUMMARIES[name]
+    s = dict(block_structure(config))
+    if s["attention_type"] == "softmax":
+        attention = "softmax attention"
+    elif s["centred"]:
+        attention = "shaped attention `α·I + β·A − γ·C` (He & Hofmann eq. 5)"
+    else:
+        attention = "attention `α·I + β·A` (He et al. 2023, eq. 4)"
+    parts = [
+        "a custom block: "
+        + ("attention and MLP in parallel on one normalised input" if s["parallel_block"] else "sequential sub-blocks"),
+        attention,
+        f"{config.norm_type} normalisation ({config.norm_position})" if s["block_norms"] else "no normalisation layers",
+    ]
+    if any(s["normformer"]):
+        parts.append("NormFormer's extra norms or head scales")
+    return ", ".join(parts)
+
+
+def block_tags(config) -> list[str]:
+    """Hub tags from the fields: the block's name (`custom-block` if no preset has its structure), and
+    `shaped-attention` for shaped attention (`attention_type="shaped"`)."""
+    tags = [block_name(config) or "custom-block"]
+    if config.attention_type == "shaped":
+        tags.append("shaped-attention")
+    return tags
+
+
 def removed_parts(config) -> list[str]:
     """What this config removes or fixes relative to a Pre-LN block, read from the expanded config fields."""
     parts = []
@@ -233,7 +300,7 @@ def card_data(config, architecture: str, run_info: dict[str, Any] | None = None)
     run_info = validate_run_info(run_info)
     _, pipeline_tag, task_name = HEADS[architecture]
     datasets = _datasets(run_info)
-    model_name = run_info.get("repo_id", f"simplified-{config.block_type}").split("/")[-1]
+    model_name = run_info.get("repo_id", f"simplified-{block_name(config) or 'custom'}").split("/")[-1]
     eval_results = []
     eval_loss, perplexity = run_info.get("eval_loss"), run_info.get("perplexity")
     if perplexity is None and eval_loss is not None and architecture != "SimplifiedForSequenceClassification":
@@ -254,9 +321,7 @@ def card_data(config, architecture: str, run_info: dict[str, Any] | None = None)
                     metric_value=round(float(value), 4),
                 )
             )
-    tags = ["simplified-transformers", config.block_type, "custom_code"]
-    if config.block_type in ("value_skipinit", "sas", "sas_p", "simplest"):
-        tags.append("shaped-attention")
+    tags = ["simplified-transformers", *block_tags(config), "custom_code"]
     return ModelCardData(
         library_name="transformers",
         pipeline_tag=pipeline_tag,
@@ -368,14 +433,15 @@ def render_card(
     for result in data.eval_results or []:
         if result.metric_type == "perplexity":
             training_rows.append(("evaluation perplexity", _fmt(result.metric_value)))
-    citations = [CITATION_SIMPLIFIED] + ([CITATION_NORMFORMER] if config.block_type == "normformer" else [])
+    normformer = any(dict(block_structure(config))["normformer"])
+    citations = [CITATION_SIMPLIFIED] + ([CITATION_NORMFORMER] if normformer else [])
     return ModelCard.from_template(
         data,
         template_path=str(TEMPLATE),
         marker=CARD_MARKER,
         title=data.model_name,
-        block_type=config.block_type,
-        block_summary=BLOCK_SUMMARIES[config.block_type],
+        block_type=block_name(config) or "custom",
+        block_summary=block_summary(config),
         removed=removed_parts(config),
         params={k: _fmt(abs(v)) if k != "saving_pct" else f"{abs(v):.1f}%" for k, v in params.items()},
         difference="fewer" if params["saving"] >= 0 else "more",

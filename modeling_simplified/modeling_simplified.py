@@ -1106,9 +1106,41 @@ class SimplifiedMLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(hidden_states))))
 
 
-class SimplifiedForMaskedLM(SimplifiedPreTrainedModel):
-    _tied_weights_keys = {"mlm_head.decoder.weight": "model.embed_tokens.weight"}
+class _HeadOnLastHiddenState(SimplifiedPreTrainedModel):
+    """The one forward of the heads on a cache-less pass (masked LM, sequence classification): the base model, then
+    the subclass's `_logits(last_hidden_state, attention_mask)` and `_loss(logits, labels, **kwargs)`."""
+
     default_is_causal = False
+    output_class: type[MaskedLMOutput] | type[SequenceClassifierOutputWithPast]
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput | SequenceClassifierOutputWithPast:
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            use_cache=False,
+            **kwargs,
+        )
+        logits = self._logits(outputs.last_hidden_state, attention_mask)
+        loss = None if labels is None else self._loss(logits, labels, **kwargs)
+        return self.output_class(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class SimplifiedForMaskedLM(_HeadOnLastHiddenState):
+    _tied_weights_keys = {"mlm_head.decoder.weight": "model.embed_tokens.weight"}
+    output_class = MaskedLMOutput
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
@@ -1122,37 +1154,17 @@ class SimplifiedForMaskedLM(SimplifiedPreTrainedModel):
     def set_output_embeddings(self, new_embeddings: nn.Linear):
         self.mlm_head.decoder = new_embeddings
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> MaskedLMOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            use_cache=False,
-            **kwargs,
-        )
-        logits = self.mlm_head(outputs.last_hidden_state)[..., : self.config.vocab_size]
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-        return MaskedLMOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+    def _logits(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.mlm_head(hidden_states)[..., : self.config.vocab_size]
+
+    def _loss(self, logits: torch.Tensor, labels: torch.LongTensor, **kwargs) -> torch.Tensor:
+        return self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
 
 
-class SimplifiedForSequenceClassification(SimplifiedPreTrainedModel):
+class SimplifiedForSequenceClassification(_HeadOnLastHiddenState):
     """A linear classifier on one token: the first (`[CLS]`) for encoders, the last real token for decoders."""
 
-    default_is_causal = False
+    output_class = SequenceClassifierOutputWithPast
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
@@ -1162,34 +1174,13 @@ class SimplifiedForSequenceClassification(SimplifiedPreTrainedModel):
         self.score = Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> SequenceClassifierOutputWithPast:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            use_cache=False,
-            **kwargs,
-        )
-        hidden_states = outputs.last_hidden_state
+    def _logits(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         rows = torch.arange(hidden_states.shape[0], device=hidden_states.device)
         pooled = hidden_states[rows, self._pooled_index(hidden_states, attention_mask)]
-        logits = self.score(self.dropout(pooled))
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config, **kwargs)
-        return SequenceClassifierOutputWithPast(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        return self.score(self.dropout(pooled))
+
+    def _loss(self, logits: torch.Tensor, labels: torch.LongTensor, **kwargs) -> torch.Tensor:
+        return self.loss_function(labels=labels, pooled_logits=logits, config=self.config, **kwargs)
 
     def _pooled_index(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """Encoders pool the first real token, decoders the last real one (left or right padding)."""

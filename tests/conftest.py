@@ -101,28 +101,11 @@ def bpe_tokenizer():
 
 @pytest.fixture(scope="session")
 def wordpiece_tokenizer():
-    """A small WordPiece tokenizer with BERT's special tokens, trained locally on stdlib text."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    """A small WordPiece tokenizer with BERT's special tokens, trained locally on stdlib text (the library's own
+    `train_tokenizer`, as `simplified-train` builds it for masked-LM presets)."""
+    from modeling_simplified.training.data import train_tokenizer
 
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    tok.train_from_iterator([_stdlib_text()], trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
+    return train_tokenizer("wordpiece", [_stdlib_text()], vocab_size=400)
 
 
 # the local Hub (tests/hub_server.py), shared by the Hub and Auto-class tests

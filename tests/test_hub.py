@@ -26,7 +26,7 @@ from modeling_simplified import (
     SimplifiedForSequenceClassification,
     SimplifiedModel,
 )
-from modeling_simplified.configuration_simplified import AUTO_MAP, __version__
+from modeling_simplified.configuration_simplified import AUTO_MAP, BLOCK_PRESETS, __version__
 from modeling_simplified.hub_cards import card as card_mod
 from modeling_simplified.hub_cards.export import ExportError, export_model
 from modeling_simplified.hub_cards.export import main as export_main
@@ -420,6 +420,56 @@ def test_card_metadata_parses_and_validates(hub_env, tmp_path, bpe_tokenizer, wo
     broken = ModelCard(card.content.replace("license: mit", "license: not-a-license"))
     with pytest.raises(ValueError, match="license"):
         broken.validate()
+
+
+def _authors_variants() -> dict[str, SimplifiedConfig]:
+    """Our configs of the authors' variants, built as `conversion/original.py` builds them (no checkpoint needed)."""
+    from test_conversion import VARIANTS, _their_config
+
+    from modeling_simplified.conversion.original import original_config
+
+    return {f"authors-{name}": original_config(_their_config(name)) for name in VARIANTS}
+
+
+def _card_configs() -> dict[str, SimplifiedConfig]:
+    configs = {block_type: tiny_config(block_type) for block_type in BLOCK_TYPES}
+    configs.update(_authors_variants())
+    # a preset name that does not say what the fields build: block_type "parallel" with SAS-P's overrides
+    configs["parallel-with-sas_p-fields"] = tiny_config(
+        "parallel", **{k: v for k, v in BLOCK_PRESETS["sas_p"].items() if k != "beta_ff_init"}
+    )
+    return configs
+
+
+@pytest.mark.parametrize("name, config", list(_card_configs().items()))
+def test_card_tags_and_summary_agree_with_the_fields(tmp_path, name, config):
+    """The card's tags, title and summary come from the expanded config fields, never from the `block_type` name:
+    a converted authors' SAS-P model saved as `block_type="parallel"` is tagged and described as SAS-P."""
+    text = card_mod.render_card(config, "SimplifiedForCausalLM").text
+    data = card_mod.card_data(config, "SimplifiedForCausalLM")
+    summary, removed = card_mod.block_summary(config), card_mod.removed_parts(config)
+    shaped, parallel = config.attention_type == "shaped", config.parallel_block
+    centred = shaped and config.centre_attention
+    assert ("shaped-attention" in data.tags) == shaped
+    assert ("shaped attention" in summary) == centred and ("`α·I + β·A`" in summary) == (shaped and not centred)
+    assert ("parallel" in summary) == parallel
+    assert ("without normalisation" in summary or "no normalisation" in summary) == (config.norm_type == "none")
+    assert any("W^V" in part for part in removed) == (config.value_mode == "identity")
+    assert any("W^P" in part for part in removed) == (config.projection_mode == "identity")
+    no_skip = config.mlp_skip_gain == 0 or (not parallel and config.attn_skip_gain == 0)
+    assert any("skip" in part for part in removed) == no_skip
+    named = card_mod.block_name(config)
+    assert named in data.tags if named else "custom-block" in data.tags
+    if named is not None:  # the named block's preset has exactly these structural fields
+        preset = SimplifiedConfig(block_type=named)
+        assert card_mod.block_structure(preset) == card_mod.block_structure(config)
+        assert summary == card_mod.BLOCK_SUMMARIES[named]
+    assert f"A `{named or 'custom'}` transformer" in text and summary in text
+    if name in BLOCK_TYPES:
+        assert named == name
+    expected = {"authors-sas_p": "sas_p", "parallel-with-sas_p-fields": "sas_p", "authors-sas_p_no_norms": "simplest"}
+    if name in expected:
+        assert named == expected[name] and "shaped-attention" in data.tags
 
 
 def test_card_parameter_saving_against_pre_ln_twin(tmp_path):

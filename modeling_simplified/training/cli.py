@@ -29,6 +29,7 @@ from .presets import (
     EMBEDDED,
     Preset,
     UsageError,
+    add_set_option,
     apply_override,
     available_presets,
     build_config,
@@ -80,14 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", action="store_true", help="continue the run in --output-dir from its last complete checkpoint"
     )
     parser.add_argument("--overwrite", action="store_true", help="replace a previous run in --output-dir")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override a model field, training.<field> or data.<field> (repeatable)",
-    )
+    add_set_option(parser, "override a model field, training.<field> or data.<field> (repeatable)")
     parser.add_argument("--diagnostics", action="store_true", help="log per-layer gains and activation kurtosis")
     parser.add_argument("--no-export", action="store_true", help="skip the Hub-ready export")
     raptr = parser.add_argument_group("RaPTr progressive subnetworks (modeling_simplified/training/raptr.py)")
@@ -263,22 +257,9 @@ def _compute_metrics(eval_pred) -> dict[str, float]:
 
 
 def _export(model, tokenizer, export_dir: Path, run_info: dict[str, Any]) -> Path:
-    """The Hub-ready export (the hub_cards tool), or a plain save_pretrained folder if that tool is absent."""
-    try:
-        from modeling_simplified.hub_cards.export import export_model
-    except ModuleNotFoundError as err:
-        if "export" not in str(err):
-            raise
-        print(
-            "simplified-train: note: hub_cards.export is not available; writing a plain save_pretrained "
-            "folder (no model card).",
-            file=sys.stderr,
-        )
-        model.save_pretrained(export_dir)
-        tokenizer.save_pretrained(export_dir)
-        if run_info.get("loss_curve"):
-            shutil.copy(run_info["loss_curve"], export_dir / "loss_curve.png")
-        return export_dir
+    """The Hub-ready export (`hub_cards/export.py`, installed with the package)."""
+    from modeling_simplified.hub_cards.export import export_model
+
     return Path(export_model(model, export_dir, tokenizer=tokenizer, run_info=run_info))
 
 

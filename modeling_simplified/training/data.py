@@ -33,8 +33,6 @@ from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFas
 from . import corpus
 from .presets import EMBEDDED, EMBEDDED_TASK, DataSpec, UsageError
 
-CODEPARROT_TRAIN = "huggingface-course/codeparrot-ds-train"
-CODEPARROT_VALID = "huggingface-course/codeparrot-ds-valid"
 GLUE = "nyu-mll/glue"
 #: GLUE task → (first text column, second text column or None, number of labels (1: regression), eval split)
 GLUE_TASKS: dict[str, tuple[str, str | None, int, str]] = {

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .presets import add_set_option
+
 PRESET = "codeparrot-tiny-sas_p"
 PROMPT = "    def __init__(self, "
 RELOAD = r"""
@@ -38,14 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, help="shorter or longer than the preset's 300 steps")
     parser.add_argument("--prompt", default=PROMPT, help="the code to complete")
     parser.add_argument("--new-tokens", type=int, default=40)
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="passed on to simplified-train (e.g. data.max_train_samples=40)",
-    )
+    add_set_option(parser, "passed on to simplified-train (e.g. data.max_train_samples=40)")
     args = parser.parse_args(argv)
 
     from modeling_simplified.training.cli import main as train

@@ -319,6 +319,12 @@ def apply_override(preset: Preset, assignment: str) -> None:
     setattr(targets[section], field, _typed(value, typing.get_type_hints(cls)[field], f"--set {key}"))
 
 
+def add_set_option(parser, help: str) -> None:
+    """The `--set FIELD=VALUE` option (repeatable, collected in `args.overrides`) of every command that runs
+    `simplified-train`; `apply_override` reads each one."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE", help=help)
+
+
 def switch_block_type(preset: Preset, block_type: str, check: bool = True) -> Preset:
     """The preset for another block type: the preset of the same base whose delta sets that block type if there
     is one (e.g. `codeparrot-tiny-sas_p` → `codeparrot-tiny-pre_ln`), else this preset with the block-specific

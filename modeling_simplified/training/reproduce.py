@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .presets import UsageError, available_presets, load_preset
+from .presets import UsageError, add_set_option, available_presets, load_preset
 from .runs import latest_checkpoint
 
 # name -> (block type of the preset, model overrides, lr factor)
@@ -99,14 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dataset",
         help="dataset (default: the preset's: the embedded code corpus for codeparrot-tiny, CodeParrot for codeparrot)",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="extra override for every block, as in simplified-train",
-    )
+    add_set_option(parser, "extra override for every block, as in simplified-train")
     parser.add_argument(
         "--output-dir", default="docs/reproduction", help="table, JSON and plots (default: docs/reproduction)"
     )

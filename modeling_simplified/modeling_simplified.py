@@ -148,7 +148,29 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 
 class Linear(nn.Linear):
-    """`nn.Linear` through `linear` (its decoding path)."""
+    """`nn.Linear` through `linear` (its decoding path), with its init declared (read by `_init_linear`): normal with
+    std `init_std` (None: `initializer_range`) or `orthogonal_init`; a fused query-key(-value) projection re-draws its
+    first `d` rows (W^Q) with `query_init_std` (None: no re-draw) and, with `value_orthogonal`, its value rows."""
+
+    init_std: float | None = None
+    orthogonal_init: bool = False
+    query_init_std: float | None = None
+    value_orthogonal: bool = False
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        init_std: float | None = None,
+        orthogonal_init: bool = False,
+        query_init_std: float | None = None,
+        value_orthogonal: bool = False,
+    ):
+        super().__init__(in_features, out_features, bias=bias)
+        self.init_std, self.orthogonal_init = init_std, orthogonal_init
+        self.query_init_std, self.value_orthogonal = query_init_std, value_orthogonal
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias)
@@ -286,8 +308,7 @@ class SimplifiedMLP(nn.Module):
         self.fc_in = Linear(config.hidden_size, gates * width, bias=config.mlp_bias)
         self.act = build_activation(config)
         self.act_norm = build_norm(config.norm_type if config.mlp_act_norm else "none", width, config)
-        self.fc_out = Linear(width, config.hidden_size, bias=config.mlp_bias)
-        self.fc_out.init_std = _output_init_std(config)
+        self.fc_out = Linear(width, config.hidden_size, bias=config.mlp_bias, init_std=_output_init_std(config))
         for linear in (self.fc_in, self.fc_out):
             _freeze_bias(linear, config)
         self.dropout = nn.Dropout(config.hidden_dropout)
@@ -353,11 +374,9 @@ def build_matrix(mode: str, config: SimplifiedConfig, seed: int, linear_init_std
         return nn.Identity()
     if mode == "reparam":
         return ReparamLinear(d, config, seed)
-    linear = Linear(d, d, bias=config.attention_bias)
+    orthogonal = config.value_projection_init == "orthogonal"
+    linear = Linear(d, d, bias=config.attention_bias, init_std=linear_init_std, orthogonal_init=orthogonal)
     _freeze_bias(linear, config)
-    linear.orthogonal_init = config.value_projection_init == "orthogonal"
-    if linear_init_std is not None:
-        linear.init_std = linear_init_std
     return linear
 
 
@@ -366,8 +385,7 @@ class FusedQKV(nn.Module):
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__()
-        self.proj = _query_key_projection(config, 3)
-        self.proj.value_orthogonal = config.value_projection_init == "orthogonal"
+        self.proj = _query_key_projection(config, 3, value_orthogonal=config.value_projection_init == "orthogonal")
 
     def forward(self, x: torch.Tensor):
         return self.proj(x).chunk(3, dim=-1)
@@ -386,11 +404,15 @@ class QKWithValue(nn.Module):
         return q, k, self.value(x)
 
 
-def _query_key_projection(config: SimplifiedConfig, parts: int) -> nn.Linear:
+def _query_key_projection(config: SimplifiedConfig, parts: int, value_orthogonal: bool = False) -> Linear:
     """The fused projection whose first `d` rows are W^Q, initialised with `query_init_std` (see `_init_weights`)."""
-    proj = Linear(config.hidden_size, parts * config.hidden_size, bias=config.attention_bias)
-    proj.query_init_std = config.query_init_std
-    return proj
+    return Linear(
+        config.hidden_size,
+        parts * config.hidden_size,
+        bias=config.attention_bias,
+        query_init_std=config.query_init_std,
+        value_orthogonal=value_orthogonal,
+    )
 
 
 class HeadScale(nn.Module):
@@ -513,10 +535,23 @@ def uniform_attention_matrix(
     return _normalised_rows(allowed, dtype)
 
 
+@dataclass(frozen=True)
+class AttentionMasks:
+    """What the mixing step knows of the masks, by name: `attention_mask`, the mask the attention kernel used;
+    `key_padding_mask`, the user's 2-D or 4-D mask; `sequence_ids`, the packed-sequence ids (see
+    `SimplifiedModel.forward`); `query_start`, the tokens cached before these queries; `causal`."""
+
+    attention_mask: torch.Tensor | None
+    key_padding_mask: torch.Tensor | None
+    sequence_ids: torch.Tensor | None
+    query_start: int | torch.Tensor
+    causal: bool
+
+
 class SoftmaxMixing(nn.Module):
     """Plain attention: the output of the attention interface as is."""
 
-    def forward(self, attn_output, attn_weights, values, current_values, masks, query_start, causal):
+    def forward(self, attn_output, attn_weights, values, current_values, masks: AttentionMasks):
         return attn_output, attn_weights
 
 
@@ -540,34 +575,36 @@ class ShapedMixing(nn.Module):
         self.beta = HeadGain(config.shaped_beta_init, shape, trainable)
         self.gamma = HeadGain(config.shaped_gamma_init, shape, trainable) if config.centre_attention else None
 
-    def forward(self, attn_output, attn_weights, values, current_values, masks, query_start, causal):
-        """`masks` is `(attention_mask, key_padding_mask, sequence_ids)`: the mask the kernel used, the user's 2-D or
-        4-D mask, and the packed-sequence ids (see `SimplifiedModel.forward`)."""
-        attention_mask, key_mask, sequence_ids = masks
+    def forward(self, attn_output, attn_weights, values, current_values, masks: AttentionMasks):
+        """`values` are all keys' values (cache included), `current_values` this step's, both `(B, H, T, D)`."""
         if attn_weights is not None:  # eager: the output comes from the matrix it reports (in the autograd graph)
-            attn_weights = self.effective_weights(attn_weights, attention_mask, key_mask, query_start, causal)
+            attn_weights = self.effective_weights(attn_weights, masks)
             return (attn_weights @ values.to(attn_weights.dtype)).transpose(1, 2).to(values.dtype), attn_weights
         # the gains are called, never read: accelerate's offload hooks load weights when a module runs
         out = self.beta(attn_output, residual=self.alpha(current_values.transpose(1, 2)))
         if self.gamma is not None:
             q_len = current_values.shape[2]
-            centre = uniform_attention(values, key_mask, query_start, q_len, causal, sequence_ids)
+            centre = uniform_attention(
+                values, masks.key_padding_mask, masks.query_start, q_len, masks.causal, masks.sequence_ids
+            )
             out = self.gamma(centre, residual=out, value=-1.0)
         return out, None
 
-    def effective_weights(self, attn_weights, attention_mask, key_mask, query_start, causal):
+    def effective_weights(self, attn_weights, masks: AttentionMasks):
         """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix; `C` is the row-normalised mask the kernel applied."""
         b, h, q_len, k_len = attn_weights.shape
         eye = torch.zeros(q_len, k_len, device=attn_weights.device, dtype=attn_weights.dtype)
-        eye[torch.arange(q_len), torch.arange(q_len) + query_start] = 1.0
+        eye[torch.arange(q_len), torch.arange(q_len) + masks.query_start] = 1.0
         per_head = lambda m: m.to(attn_weights.dtype).expand(b, h, q_len, k_len).transpose(1, 2)  # noqa: E731
         weights = self.beta(per_head(attn_weights), residual=self.alpha(per_head(eye)))
         if self.gamma is not None:
             dtype = torch.promote_types(attn_weights.dtype, torch.float32)
-            if attention_mask is not None:
-                c = _normalised_rows(attention_mask, dtype)
+            if masks.attention_mask is not None:
+                c = _normalised_rows(masks.attention_mask, dtype)
             else:  # no mask: every key (bidirectional) or the causal prefix
-                c = uniform_attention_matrix(key_mask, b, q_len, k_len, query_start, causal, attn_weights.device, dtype)
+                c = uniform_attention_matrix(
+                    masks.key_padding_mask, b, q_len, k_len, masks.query_start, masks.causal, attn_weights.device, dtype
+                )
             weights = self.gamma(per_head(c), residual=weights, value=-1.0)
         return weights.transpose(1, 2).to(attn_weights.dtype)
 
@@ -655,13 +692,11 @@ class SimplifiedAttention(nn.Module):
             **kwargs,
         )
         attn_output, attn_weights = self.mixing(
-            attn_output,
-            attn_weights,
-            value,
-            current_value,
-            (attention_mask, key_padding_mask, sequence_ids),
-            past_length,
-            self.is_causal,
+            attn_output=attn_output,
+            attn_weights=attn_weights,
+            values=value,
+            current_values=current_value,
+            masks=AttentionMasks(attention_mask, key_padding_mask, sequence_ids, past_length, self.is_causal),
         )
         attn_output = self._project(attn_output)
         return self.dropout(attn_output), attn_weights
@@ -848,22 +883,23 @@ def _init_reparam(module: ReparamLinear):
 
 
 def _init_linear(module: nn.Linear, std: float):
-    """Normal (std `init_std` if the module sets one) or orthogonal weights, zero bias. A fused query-key(-value)
+    """The init a `Linear` declares (a plain `nn.Linear`, e.g. one `resize_token_embeddings` made, has `Linear`'s
+    defaults): normal (std `init_std`, else `std`) or orthogonal weights, zero bias. A fused query-key(-value)
     projection then re-draws its first `d` rows (W^Q) with `query_init_std` (0 for the simplified blocks) and, for
     Value-SkipInit, makes its value rows orthogonal. Slices lose the loaded flag, so it is checked here."""
+    declared = module if isinstance(module, Linear) else Linear
     fresh = _unset(module.weight)
-    if getattr(module, "orthogonal_init", False):
+    if declared.orthogonal_init:
         init.orthogonal_(module.weight)
     else:
-        init.normal_(module.weight, mean=0.0, std=getattr(module, "init_std", std))
+        init.normal_(module.weight, mean=0.0, std=std if declared.init_std is None else declared.init_std)
     if module.bias is not None:
         init.zeros_(module.bias)
-    query_std = getattr(module, "query_init_std", None)
-    if query_std is None or not fresh:
+    if declared.query_init_std is None or not fresh:
         return
     d = module.in_features
-    module.weight[:d].normal_(0.0, query_std)
-    if getattr(module, "value_orthogonal", False):
+    module.weight[:d].normal_(0.0, declared.query_init_std)
+    if declared.value_orthogonal:
         torch.nn.init.orthogonal_(module.weight[2 * d :])
 
 

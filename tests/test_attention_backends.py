@@ -116,8 +116,8 @@ def test_flex_dynamic_cache_generation_equals_sdpa():
 def _record_mixing(model):
     """Hooks on every layer's mixing step: its values `(B, H, Tk, D)` and its outputs (out, weights)."""
     records = []
-    hook = lambda module, args, output: records.append((args[2], *output))  # noqa: E731
-    handles = [layer.attn.mixing.register_forward_hook(hook) for layer in model.model.layers]
+    hook = lambda module, args, kwargs, output: records.append((kwargs["values"], *output))  # noqa: E731
+    handles = [layer.attn.mixing.register_forward_hook(hook, with_kwargs=True) for layer in model.model.layers]
     return records, handles
 
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 from conftest import TINY, assert_no_warnings, perturb_, tiny_config
+from torch import nn
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
 from modeling_simplified import (
@@ -13,7 +14,7 @@ from modeling_simplified import (
     SimplifiedForSequenceClassification,
     SimplifiedModel,
 )
-from modeling_simplified.modeling_simplified import ReparamLinear
+from modeling_simplified.modeling_simplified import Linear, ReparamLinear, _init_linear
 
 HEADS = {
     "causal": (SimplifiedForCausalLM, AutoModelForCausalLM),
@@ -238,6 +239,28 @@ def test_pre_ln_init_std():
     expected = 0.02 / 2.0  # 0.02 / sqrt(2 L)
     assert abs(gpt2.layers[0].mlp.fc_out.weight.std().item() - expected) < expected * 0.1
     assert abs(gpt2.layers[0].mlp.fc_in.weight.std().item() - 0.02) < 0.002
+
+
+def test_linear_init_choices_are_declared_by_the_class():
+    """`_init_linear` reads the init a `Linear` declares in its constructor: a misspelt choice is a TypeError, not a
+    silent fall-back to the default init; a plain `nn.Linear` gets `Linear`'s defaults."""
+    with pytest.raises(TypeError, match="init_sdt"):
+        Linear(4, 4, init_sdt=0.5)
+    torch.manual_seed(0)
+    scaled, orthogonal, plain = (
+        Linear(256, 256, init_std=0.5),
+        Linear(64, 64, orthogonal_init=True),
+        nn.Linear(256, 256),
+    )
+    fused = Linear(8, 24, query_init_std=0.0, value_orthogonal=True)  # W^Q = 0, orthogonal value rows
+    with torch.no_grad():  # as `_init_weights` runs it
+        for module in (scaled, orthogonal, plain, fused):
+            _init_linear(module, 0.02)
+    assert abs(scaled.weight.std().item() - 0.5) < 0.05 and abs(plain.weight.std().item() - 0.02) < 0.002
+    assert torch.allclose(orthogonal.weight @ orthogonal.weight.T, torch.eye(64), atol=1e-5)
+    assert torch.all(fused.weight[:8] == 0) and torch.allclose(
+        fused.weight[16:] @ fused.weight[16:].T, torch.eye(8), atol=1e-5
+    )
 
 
 def test_vocab_padding_never_predicts_padded_logits():

@@ -619,7 +619,9 @@ def test_attention_raptr_dropped_heads_are_identity_for_shaped_attention(block_t
     seen = {}
     attn = model.model.layers[1].attn
     handles = [
-        attn.mixing.register_forward_hook(lambda m, a, o: seen.update(values=a[3], mixed=o[0])),
+        attn.mixing.register_forward_hook(
+            lambda m, a, kw, o: seen.update(values=kw["current_values"], mixed=o[0]), with_kwargs=True
+        ),
         attn.register_forward_hook(
             lambda m, a, kw, o: seen.update(x=a[0] if a else kw["hidden_states"], out=o[0]), with_kwargs=True
         ),

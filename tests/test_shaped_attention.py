@@ -47,11 +47,11 @@ def _capture_mixing(attn):
     """Record the per-head output of the mixing `(α I + β A − γ C) X` and its input values X."""
     seen = {}
 
-    def hook(module, args, output):
-        seen["values"] = args[3].transpose(1, 2)  # current values (B, H, T, D) -> (B, T, H, D)
+    def hook(module, args, kwargs, output):
+        seen["values"] = kwargs["current_values"].transpose(1, 2)  # current values (B, H, T, D) -> (B, T, H, D)
         seen["mixed"] = output[0]  # (B, T, H, D)
 
-    return seen, attn.mixing.register_forward_hook(hook)
+    return seen, attn.mixing.register_forward_hook(hook, with_kwargs=True)
 
 
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])

@@ -276,7 +276,7 @@ class WidthMasks:
             if alpha is None:  # softmax attention: a dropped head outputs 0
                 return out * keep.to(out.dtype), weights
             # shaped attention: a dropped head keeps its identity part α·X_h (X: this step's values, (B, H, T, D))
-            values = args[3] if len(args) > 3 else kwargs["current_values"]
+            values = kwargs["current_values"]  # `SimplifiedAttention` calls the mixing with named arguments
             return torch.where(keep, out, alpha(values.transpose(1, 2)).to(out.dtype)), weights
 
         return hook

@@ -472,6 +472,28 @@ def test_card_tags_and_summary_agree_with_the_fields(tmp_path, name, config):
         assert named == expected[name] and "shaped-attention" in data.tags
 
 
+def test_readme_block_table_agrees_with_the_fields():
+    """The README's block-type table says what `block_structure` reads from each preset's expanded fields (a row
+    `as `X`, and ...` also claims X's row)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = dict(re.findall(r"^\| `(\w+)` \| (.+?) \| [\d.]+M \|$", readme, re.MULTILINE))
+    assert list(table) == list(BLOCK_TYPES)
+
+    def claims(block_type: str) -> str:
+        row = table[block_type]
+        based_on = re.match(r"as `(\w+)`", row)
+        return row + (" " + claims(based_on.group(1)) if based_on else "")
+
+    for block_type in BLOCK_TYPES:
+        s, row = dict(card_mod.block_structure(SimplifiedConfig(block_type=block_type))), claims(block_type)
+        assert ("parallel" in row) == s["parallel_block"], block_type
+        assert ("`α·I + β·A − γ·C`" in row) == s["centred"], block_type
+        assert ("`α·I + β·A`" in row) == (s["attention_type"] == "shaped" and not s["centred"]), block_type
+        assert ("W^V and W^P (identity" in row) == (s["value_removed"] and s["projection_removed"]), block_type
+        assert ("removes the block norms" in row) == (not s["block_norms"]), block_type
+        assert ("head-wise scales" in row) == any(s["normformer"]), block_type
+
+
 def test_card_parameter_saving_against_pre_ln_twin(tmp_path):
     config = tiny_config("sas")
     report = card_mod.parameter_report(config, "SimplifiedForCausalLM")

@@ -108,6 +108,27 @@ def wordpiece_tokenizer():
     return train_tokenizer("wordpiece", [_stdlib_text()], vocab_size=400)
 
 
+#: `simplified-train` arguments of a small, quick masked-LM run (crammed-bert-tiny-sas_p on few documents)
+MASKED = [
+    "--preset",
+    "crammed-bert-tiny-sas_p",
+    "--set",
+    "data.max_train_samples=600",
+    "--set",
+    "data.tokenizer_train_samples=600",
+    "--set",
+    "data.max_eval_samples=32",
+    "--set",
+    "training.per_device_train_batch_size=8",
+    "--set",
+    "training.batch_ramp_to=16",
+    "--set",
+    "training.logging_steps=2",
+    "--set",
+    "training.learning_rate=3e-3",
+]
+
+
 # the local Hub (tests/hub_server.py), shared by the Hub and Auto-class tests
 TOKEN = "hf_local_test_token"
 

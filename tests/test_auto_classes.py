@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TOKEN, perturb_
+from conftest import MASKED, TOKEN, perturb_
 from test_hub import make_model, run_fresh
 
 from modeling_simplified import (
@@ -359,31 +359,7 @@ def test_fine_tuning_a_pushed_language_model_in_a_fresh_process(hub_env, tmp_pat
     from modeling_simplified.training.presets import DataSpec
 
     run = tmp_path / "mlm"
-    assert (
-        train_main(
-            [
-                "--preset",
-                "crammed-bert-tiny-sas_p",
-                "--set",
-                "data.max_train_samples=600",
-                "--set",
-                "data.tokenizer_train_samples=600",
-                "--set",
-                "data.max_eval_samples=32",
-                "--set",
-                "training.per_device_train_batch_size=8",
-                "--set",
-                "training.batch_ramp_to=16",
-                "--set",
-                "training.learning_rate=3e-3",
-                "--max-steps",
-                "24",
-                "--output-dir",
-                str(run),
-            ]
-        )
-        == 0
-    )
+    assert train_main([*MASKED, "--max-steps", "24", "--output-dir", str(run)]) == 0
     model = SimplifiedForMaskedLM.from_pretrained(run / "export")
     from transformers import AutoTokenizer
 

@@ -195,3 +195,18 @@ def test_switching_block_type_uses_the_sibling_preset_or_drops_block_fields():
 def test_unknown_preset_names_the_available_ones():
     with pytest.raises(UsageError, match="unknown preset 'nope'.*codeparrot-tiny-sas_p"):
         load_preset("nope")
+
+
+def test_a_run_validates_its_preset_once(tmp_path, monkeypatch):
+    """`simplified-train`'s plan builds the model config once, after the block switch and the overrides."""
+    from modeling_simplified.training import cli, presets
+
+    built = []
+    real = presets.build_config
+    monkeypatch.setattr(
+        presets, "build_config", lambda fields, where="model": built.append(where) or real(fields, where)
+    )
+    argv = ["--preset", "codeparrot-tiny-sas_p", "--block-type", "pre_ln", "--set", "hidden_size=64"]
+    plan = cli.plan_run(cli.build_parser().parse_args([*argv, "--output-dir", str(tmp_path / "run")]))
+    assert plan.preset.name == "codeparrot-tiny-pre_ln" and plan.preset.model["hidden_size"] == 64
+    assert len(built) == 1

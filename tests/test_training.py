@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import assert_no_warnings, tiny_config
+from conftest import MASKED, assert_no_warnings, tiny_config
 from safetensors.torch import load_file
 
 from modeling_simplified import SimplifiedForCausalLM, parameter_groups
@@ -38,24 +38,6 @@ CAUSAL = [
     "training.per_device_train_batch_size=8",
     "--set",
     "training.logging_steps=2",
-]
-MASKED = [
-    "--preset",
-    "crammed-bert-tiny-sas_p",
-    "--set",
-    "data.max_train_samples=600",
-    "--set",
-    "data.tokenizer_train_samples=600",
-    "--set",
-    "data.max_eval_samples=32",
-    "--set",
-    "training.per_device_train_batch_size=8",
-    "--set",
-    "training.batch_ramp_to=16",
-    "--set",
-    "training.logging_steps=2",
-    "--set",
-    "training.learning_rate=3e-3",
 ]
 
 

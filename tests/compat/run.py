@@ -14,6 +14,7 @@ Usage: python tests/compat/run.py [--newest 5.23.0] [--below 4.57.6 5.5.4]
 """
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -89,7 +90,9 @@ def main() -> int:
         newest, below = args.newest, args.below
     start = time.monotonic()
     refs = BUILD / "refs"
-    subprocess.run([sys.executable, HERE / "export_references.py", refs], check=True)
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "HF_HOME": home, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        subprocess.run([sys.executable, HERE / "export_references.py", refs], check=True, env=env)
     results = {f"{v} (supported)": check(v, refs) for v in dict.fromkeys([floor, newest])}
     results |= {f"{v} (below the floor)": check(v, refs, "--expect-refusal") for v in below}
     for name, ok in results.items():

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo lint test test-slow test-all bench reproduce clean
+.PHONY: setup demo lint test test-slow test-all test-compat bench reproduce clean
 
 setup: $(VENV)/.installed
 
@@ -39,6 +39,12 @@ test-slow: setup
 
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"
+
+# The exported Hub folders (every block type, causal and masked LM) loaded in fresh venvs with the declared floor and
+# the newest 5.x transformers (logits, cached generate), and refused with one ImportError below the floor (4.x and the
+# last 5.x before it). Venvs are cached in build/compat/ (the local torch wheel + transformers only). tests/compat/run.py
+test-compat: setup
+	$(BIN)/python tests/compat/run.py $(COMPAT_ARGS)
 
 # Train-step throughput vs pre_ln and GPT2LMHeadModel at the CodeParrot shape; prints a table, writes benchmark.json.
 # Not collected by pytest. Pass options with BENCH_ARGS, e.g. `make bench BENCH_ARGS=--quick`.

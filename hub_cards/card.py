@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from modeling_simplified.configuration_simplified import __version__
+from modeling_simplified.configuration_simplified import MIN_TRANSFORMERS_VERSION, __version__
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "model_card.md"
 #: Marker line written into every generated card; `export_model` uses it to recognise a previous export.
@@ -156,7 +156,14 @@ def pre_ln_twin(config):
     from modeling_simplified.configuration_simplified import BLOCK_PRESETS, SimplifiedConfig
 
     fields = config.to_dict()
-    for key in ("architectures", "auto_map", "model_type", "transformers_version", "simplified_transformers_version"):
+    for key in (
+        "architectures",
+        "auto_map",
+        "model_type",
+        "transformers_version",
+        "simplified_transformers_version",
+        "simplified_min_transformers_version",
+    ):
         fields.pop(key, None)
     for key in BLOCK_PRESETS["pre_ln"]:
         fields[key] = None
@@ -454,4 +461,5 @@ def render_card(
         has_tokenizer=has_tokenizer,
         citations=citations,
         version=__version__,
+        min_transformers=MIN_TRANSFORMERS_VERSION,
     )

@@ -11,10 +11,31 @@ import math
 import types
 import typing
 
-from transformers import PreTrainedConfig
+import transformers
+from packaging.version import Version
 
 #: The release of simplified-transformers (the one place it is written; pyproject.toml reads it from here).
 __version__ = "0.2.0.dev0"
+
+#: The oldest transformers this code runs under: pyproject.toml, every exported config.json
+#: (`simplified_min_transformers_version`) and model card declare it; `make test-compat` tests it and the newest 5.x.
+MIN_TRANSFORMERS_VERSION = "5.4.0"
+
+
+def _require_transformers(installed: str = transformers.__version__, minimum: str = MIN_TRANSFORMERS_VERSION) -> None:
+    """One clear ImportError below the floor, raised when this module is imported (AutoConfig imports it first,
+    before any weight is read): older releases lack names or signatures this code uses (5.0 has no
+    `merge_with_config_defaults`, 5.3's `create_causal_mask` needs `cache_position`, 4.x has no `PreTrainedConfig`)."""
+    if Version(installed) < Version(minimum):  # pre-releases of the floor predate it
+        raise ImportError(
+            f"This simplified-transformers model needs transformers>={minimum},<6, but transformers {installed} is "
+            f"installed. Upgrade with: pip install 'transformers>={minimum},<6'"
+        )
+
+
+_require_transformers()
+
+from transformers import PreTrainedConfig  # noqa: E402  (after the version check: a 4.x install has no such name)
 
 BLOCK_TYPES = ("pre_ln", "post_ln", "parallel", "value_skipinit", "sas", "sas_p", "simplest", "normformer")
 NORM_TYPES = ("rmsnorm", "layernorm", "none")
@@ -438,9 +459,11 @@ class SimplifiedConfig(PreTrainedConfig):
 
     def to_dict(self) -> dict:
         """The fields, plus the simplified-transformers release that wrote them (`simplified_transformers_version`,
-        beside transformers' own `transformers_version`)."""
+        beside transformers' own `transformers_version`) and the oldest transformers its code loads under
+        (`simplified_min_transformers_version`)."""
         output = super().to_dict()
         output["simplified_transformers_version"] = __version__
+        output["simplified_min_transformers_version"] = MIN_TRANSFORMERS_VERSION
         return output
 
     @property

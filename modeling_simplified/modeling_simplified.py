@@ -37,6 +37,10 @@ from transformers.utils.output_capturing import capture_outputs
 
 from .configuration_simplified import GATED_ACTIVATIONS, SimplifiedConfig
 
+# Feature detection for the supported transformers range (>= MIN_TRANSFORMERS_VERSION, checked on import of the
+# configuration module): a cache's capacity is `get_max_cache_shape()` up to 5.10 at least, `get_max_length()` from 5.14.
+_CACHE_MAX_LENGTH = "get_max_length" if hasattr(Cache, "get_max_length") else "get_max_cache_shape"
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # Gains and skips
@@ -1082,7 +1086,7 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         builds its mask itself, and shaped attention counts the real keys of its centring term from it), zero-padded
         to the cache's length: every decoding step then has the same input shapes, and a compiled forward never
         recompiles. Unfilled cache slots are no real keys."""
-        max_length = past_key_values.get_max_length() if past_key_values is not None else -1
+        max_length = getattr(past_key_values, _CACHE_MAX_LENGTH)() if past_key_values is not None else -1
         if attention_mask is None or attention_mask.dim() != 2 or max_length <= attention_mask.shape[-1]:
             return attention_mask
         return F.pad(attention_mask, (0, max_length - attention_mask.shape[-1]))

@@ -151,7 +151,7 @@ def hub_env(local_hub, monkeypatch):
     monkeypatch.setattr(
         constants, "HUGGINGFACE_CO_URL_TEMPLATE", local_hub.url + "/{repo_id}/resolve/{revision}/{filename}"
     )
-    monkeypatch.setattr(tf_hub, "_hf_api", None)
+    monkeypatch.setattr(tf_hub, "_hf_api", None, raising=False)  # a cached HfApi (absent before 5.5)
     monkeypatch.setenv("HF_ENDPOINT", local_hub.url)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     return local_hub

@@ -194,8 +194,9 @@ def _packed_row_against_each_sequence(block_type, cls, attn):
         alone = torch.cat([model(input_ids=s[None]).logits[0] for s in seqs])
     torch.testing.assert_close(packed.logits[0], alone, atol=1e-5, rtol=0)
     torch.testing.assert_close(packed.loss, padded.loss, atol=1e-5, rtol=0)
-    with pytest.raises(ValueError, match=f"Position id {MAX_POSITIONS} is out of range"):  # a real overflow still fails
-        model(input_ids=batch["input_ids"], position_ids=torch.arange(batch["input_ids"].shape[1])[None])
+    row = batch["input_ids"].shape[1]  # one sequence as long as the row: a real overflow, its largest id named
+    with pytest.raises(ValueError, match=f"Position id {row - 1} is out of range.*max_position_embeddings=8"):
+        model(input_ids=batch["input_ids"], position_ids=torch.arange(row)[None])
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])

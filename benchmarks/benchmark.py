@@ -24,6 +24,10 @@ Sections (results printed as tables and written to `--json`):
   for `pre_ln`, `sas`, `sas_p` and `GPT2LMHeadModel`.
 - `raptr`: RaPTr's saving: a training step on half the layers (first and last kept) against a full step of the
   same `pre_ln` model, interleaved.
+- `packing`: tokens/s of a training step on variable-length sequences (lengths uniform in [seq/8, seq], seq at
+  least 128, batch at least 8), padded to the longest of the batch (2-D mask, ignored labels) against one
+  padding-free row (`DataCollatorWithFlattening`, `simplified-train --packing`), for `pre_ln` and `sas_p`;
+  round-robin, tokens counted without padding.
 - `profile`: the top operators by self CPU time of one eager training step (`torch.profiler`, after a warm-up
   step) of `pre_ln` and `sas_p`: where the time goes that matmul FLOPs do not count.
 """
@@ -47,7 +51,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.modeling_simplified import ReparamLinear
 
-SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile", "raptr")
+SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile", "raptr", "packing")
 #: train groups: each fits in memory (4 models with AdamW state at the CodeParrot shape is ~11 GB) and has pre_ln
 TRAIN_GROUPS = (
     ("gpt2", "pre_ln", "sas_p", "sas"),
@@ -433,6 +437,57 @@ def print_raptr(r: dict) -> None:
         print(f"| {stat} | {r[f'full_{stat}_s']:.3f} | {r[f'half_{stat}_s']:.3f} | {r[f'half_over_full_{stat}']:.3f} |")
 
 
+def bench_packing(shape: Shape, rounds: int, names=("pre_ln", "sas_p")) -> dict:
+    """Padded against padding-free (packed) batches of the same variable-length sequences: real tokens per second
+    of one training step each, round-robin on the same model (see the module docstring)."""
+    from transformers import DataCollatorWithFlattening
+
+    seq, batch = max(shape.seq, 128), max(shape.batch, 8)
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(seq // 8, seq + 1, (batch,), generator=gen).tolist()
+    seqs = [torch.randint(0, shape.vocab, (n,), generator=gen) for n in lengths]
+    ids = torch.zeros(batch, max(lengths), dtype=torch.long)
+    mask, labels = torch.zeros_like(ids), torch.full_like(ids, -100)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)], mask[i, : len(s)], labels[i, : len(s)] = s, 1, s
+    batches = {
+        "padded": dict(input_ids=ids, attention_mask=mask, labels=labels),
+        "packed": DataCollatorWithFlattening(return_position_ids=True)([{"input_ids": s.tolist()} for s in seqs]),
+    }
+    tokens = sum(lengths)
+    out = {"seq": seq, "batch": batch, "tokens": tokens, "padded_tokens": int(ids.numel())}
+    for name in names:
+        model = build(name, Shape(**{**asdict(shape), "seq": seq, "batch": batch}))
+        optimizer = optimizer_for(model)
+
+        def step(kind, model, optimizer=optimizer):
+            model(**batches[kind]).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        timed = round_robin({"padded": model, "packed": model}, step, rounds)
+        out[name] = {kind: {**r, "tokens_per_s": tokens / r["min_s"]} for kind, r in timed.items()}
+        out[name]["packed_over_padded"] = ratios(timed, "padded")["packed"]
+    return out
+
+
+def print_packing(r: dict) -> None:
+    print(
+        f"\n## Packing: {r['batch']} sequences of {r['seq'] // 8}..{r['seq']} tokens ({r['tokens']} real tokens, "
+        f"{r['padded_tokens']} padded)"
+    )
+    print("| model | padded tok/s | packed tok/s | packed / padded (median, min..max) |")
+    print("|---|---|---|---|")
+    for name, row in r.items():
+        if isinstance(row, dict):
+            q = row["packed_over_padded"]
+            print(
+                f"| {name} | {row['padded']['tokens_per_s']:.0f} | {row['packed']['tokens_per_s']:.0f} | "
+                f"{q['ratio_median']:.2f} ({q['ratio_low']:.2f}..{q['ratio_high']:.2f}) |"
+            )
+
+
 def print_profile(table: dict) -> None:
     for name, r in table.items():
         print(
@@ -497,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     if "raptr" in sections:
         results["raptr"] = bench_raptr(shape, rounds)
         print_raptr(results["raptr"])
+    if "packing" in sections:
+        results["packing"] = bench_packing(shape, rounds)
+        print_packing(results["packing"])
     with open(args.json, "w") as handle:
         json.dump(results, handle, indent=1)
     print(f"\nwrote {args.json}")

@@ -303,7 +303,7 @@ def _matrix(src: Source, module, s: str, t: str, out: dict):
         out[f"{t}.weight_init"] = torch.eye(module.delta.shape[0], dtype=module.delta.dtype)
         for ours, theirs in (("alpha", "skip_gain"), ("beta", "resid_gain")):
             value = src.take(f"{s}.{theirs}")
-            out[f"{t}.{ours}"] = None if value is None else value.reshape(())
+            out[f"{t}.{ours}"] = None if value is None else value.reshape(1)
         out[f"{t}.bias"] = src.take(f"{s}.bias")
     elif isinstance(module, torch.nn.Linear):
         weight = src.take(f"{s}.weight")

@@ -45,17 +45,30 @@ _CACHE_MAX_LENGTH = "get_max_length" if hasattr(Cache, "get_max_length") else "g
 # ----------------------------------------------------------------------------------------------------------------
 # Gains and skips
 # ----------------------------------------------------------------------------------------------------------------
-class Gain(nn.Module):
-    """A gain `g·x` (βSA, βFF, NormFormer's ResScale λ): a scalar or a vector, trainable or fixed.
+def _upgrade_scalars(state_dict: dict, prefix: str, names: tuple[str, ...]) -> None:
+    """Checkpoints written before version 0.2 stored the scalar gains as 0-dim tensors; they are shape `(1,)` now."""
+    for name in names:
+        value = state_dict.get(prefix + name)
+        if isinstance(value, torch.Tensor) and value.dim() == 0:
+            state_dict[prefix + name] = value.reshape(1)
 
-    With `residual`, returns `residual + value·g·x` in one fused pass (`torch.addcmul`): the residual sums of eq. 1
-    and eq. 5 cost one elementwise op per term.
+
+class Gain(nn.Module):
+    """A gain `g·x` (βSA, βFF, NormFormer's ResScale λ): a scalar (shape `(1,)`) or a vector, trainable or fixed.
+
+    No gain is 0-dimensional: FSDP2 (`fully_shard`) shards no 0-dim parameter, and the authors' code stores its
+    gains as 1-element vectors too. With `residual`, returns `residual + value·g·x` in one fused pass
+    (`torch.addcmul`): the residual sums of eq. 1 and eq. 5 cost one elementwise op per term.
     """
 
-    def __init__(self, init_value: float, shape: tuple[int, ...] = (), trainable: bool = True):
+    def __init__(self, init_value: float, shape: tuple[int, ...] = (1,), trainable: bool = True):
         super().__init__()
         self.init_value = float(init_value)
         self.weight = nn.Parameter(torch.full(shape, self.init_value), requires_grad=trainable)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        _upgrade_scalars(state_dict, prefix, ("weight",))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _gain(self) -> torch.Tensor:
         return self.weight
@@ -341,10 +354,14 @@ class ReparamLinear(nn.Module):
             weight_init.copy_(self.initial_matrix())
         self.weight_init = nn.Buffer(weight_init)
         self.delta = nn.Parameter(torch.empty(dim, dim))
-        self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
-        self.beta = nn.Parameter(torch.empty(()), requires_grad=config.reparam_gains_trainable)
+        self.alpha = nn.Parameter(torch.empty(1), requires_grad=config.reparam_gains_trainable)  # (1,): see `Gain`
+        self.beta = nn.Parameter(torch.empty(1), requires_grad=config.reparam_gains_trainable)
         self.bias = nn.Parameter(torch.empty(dim)) if config.attention_bias else None
         _freeze_bias(self, config)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        _upgrade_scalars(state_dict, prefix, ("alpha", "beta"))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def initial_matrix(self) -> torch.Tensor:
         """`W_init` as `reparam_init` defines it (on the CPU, float32)."""
@@ -861,6 +878,19 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
             model.get_parameter(name).requires_grad_(False)
         return loaded
 
+    @staticmethod
+    def _load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kwargs):
+        """transformers' loader, which also reads checkpoints written before version 0.2: their 0-dim gains (βSA, βFF,
+        αV, βV) load as the `(1,)` tensors they are now (only such a checkpoint is read here first; the model itself
+        has no 0-dim tensor, so any 0-dim tensor of a checkpoint is one of these gains)."""
+        if state_dict is None and checkpoint_files and _has_scalar_tensors(checkpoint_files):
+            from safetensors.torch import load_file
+
+            state_dict = {k: v for f in checkpoint_files for k, v in load_file(f).items()}
+        if state_dict is not None and any(v.dim() == 0 for v in state_dict.values()):
+            state_dict = {k: v.reshape(1) if v.dim() == 0 else v for k, v in state_dict.items()}
+        return PreTrainedModel._load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kwargs)
+
     def post_init(self):
         super().post_init()
         self._fixed_parameters = [name for name, param in self.named_parameters() if not param.requires_grad]
@@ -870,6 +900,19 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
         can do (and transformers skips parameter-free modules in custom code)."""
         super().initialize_weights()
         _tie_reparam_inits(self.base_model, self.config)
+
+
+def _has_scalar_tensors(checkpoint_files: list[str]) -> bool:
+    """Whether a safetensors checkpoint holds a 0-dim tensor (read from the files' headers only)."""
+    if not all(str(f).endswith(".safetensors") for f in checkpoint_files):
+        return False
+    from safetensors import safe_open
+
+    for file in checkpoint_files:
+        with safe_open(file, "pt") as handle:
+            if any(not handle.get_slice(key).get_shape() for key in handle.keys()):
+                return True
+    return False
 
 
 def _unset(t: torch.Tensor) -> bool:
@@ -953,6 +996,20 @@ def _positions_from_cu_seq_lens(cu_seq_lens: torch.Tensor, length: int) -> torch
     return (tokens - starts).unsqueeze(0)
 
 
+def _check_learned_positions(position_ids, past_length, seq_len: int, max_positions: int) -> None:
+    """Learned positions exist for ids `0..max_positions-1`: the largest id used (of the given or packed positions,
+    else the last default one, `past_length + seq_len - 1`) must be below that. A packed row (positions restarting
+    at each sequence) may be any length. Checked eagerly, outside compiled graphs (it reads the ids on the host)."""
+    largest = (
+        int(position_ids.max()) if position_ids is not None and position_ids.numel() else past_length + seq_len - 1
+    )
+    if int(largest) >= max_positions:
+        raise ValueError(
+            f"Position id {int(largest)} is out of range: this model's learned positions cover ids 0.."
+            f"{max_positions - 1} (max_position_embeddings={max_positions})."
+        )
+
+
 def _in_graph_with_zero_weight(layer: nn.Module) -> torch.Tensor:
     """`0·Σ sum(p)` over the layer's trainable parameters: an exact 0 whose backward gives them zero gradients."""
     return sum(p.sum() for p in layer.parameters() if p.requires_grad) * 0.0
@@ -1009,15 +1066,11 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
             past_key_values = None
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         seq_len = inputs_embeds.shape[1]
-        learned = self.config.position_embedding_type == "learned"  # checked eagerly: a static cache's length is data
-        if learned and not is_torchdynamo_compiling() and past_length + seq_len > self.config.max_position_embeddings:
-            raise ValueError(
-                f"Sequence length {int(past_length + seq_len)} exceeds max_position_embeddings="
-                f"{self.config.max_position_embeddings} of this model's learned positions."
-            )
         if position_ids is None and kwargs.get("cu_seq_lens_q") is not None and past_length == 0:
             position_ids = _positions_from_cu_seq_lens(kwargs["cu_seq_lens_q"], seq_len)  # packed, varlen kwargs only
         given_positions = position_ids is not None
+        if self.config.position_embedding_type == "learned" and not is_torchdynamo_compiling():
+            _check_learned_positions(position_ids, past_length, seq_len, self.config.max_position_embeddings)
         if position_ids is None:
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 

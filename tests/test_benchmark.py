@@ -35,9 +35,19 @@ def test_flop_bound_counts_the_removed_value_and_projection_matrices():
 
 def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert benchmark.main(["--quick", "--sections", "train,mfu,generate,memory,profile,raptr", "--json", str(out)]) == 0
+    sections = "train,mfu,generate,memory,profile,raptr,packing"
+    assert benchmark.main(["--quick", "--sections", sections, "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    for title in ("Training step, eager", "MFU", "Cached generate()", "Peak memory", "Profile of one eager", "RaPTr"):
+    titles = (
+        "Training step, eager",
+        "MFU",
+        "Cached generate()",
+        "Peak memory",
+        "Profile of one eager",
+        "RaPTr",
+        "Packing",
+    )
+    for title in titles:
         assert title in printed
     result = json.loads(out.read_text())
     assert result["meta"]["shape"]["layers"] == QUICK.layers
@@ -53,3 +63,5 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert sum(e["self_ms"] for e in top) <= result["profile"]["sas_p"]["total_self_ms"]
     raptr = result["raptr"]
     assert raptr["layers_kept"] * 2 == raptr["num_layers"] and raptr["half_over_full_median"] > 0
+    packing = result["packing"]
+    assert packing["tokens"] < packing["padded_tokens"] and packing["sas_p"]["packed"]["tokens_per_s"] > 0

@@ -163,6 +163,54 @@ def test_packed_sequences_under_flex_attention(block_type, cls):
     torch.testing.assert_close(packed, _padded_logits(model, _sequences()), atol=1e-5, rtol=0)
 
 
+#: ten sequences of at most 8 tokens: one packed row of 59 tokens, for a model with 8 learned positions
+LONG_ROW_LENGTHS = (8, 3, 7, 5, 8, 2, 6, 8, 4, 8)
+MAX_POSITIONS = 8
+
+
+def _packed_row_against_each_sequence(block_type, cls, attn):
+    """A row packed by `DataCollatorWithFlattening`, 7x longer than the model's 8 learned positions (ids restart at
+    0 in each sequence, so none reaches 8): each sequence's logits equal that sequence run alone, and the packed
+    loss equals the loss of the same sequences right-padded (both the mean over every labelled token)."""
+    model = trained_like(
+        cls, block_type, attn, position_embedding_type="learned", max_position_embeddings=MAX_POSITIONS
+    ).train()  # dropout is 0: train mode only makes the loss path the training one
+    gen = torch.Generator().manual_seed(3)
+    seqs = [torch.randint(1, 99, (n,), generator=gen) for n in LONG_ROW_LENGTHS]
+    causal = cls is SimplifiedForCausalLM
+    # causal: the collator's labels (each sequence's first label ignored); masked: a random third of the tokens
+    labels = [s.clone() if causal else torch.where(torch.rand(len(s), generator=gen) < 0.3, s, -100) for s in seqs]
+    batch = DataCollatorWithFlattening(return_position_ids=True)([{"input_ids": s.tolist()} for s in seqs])
+    assert batch["input_ids"].shape[1] == sum(LONG_ROW_LENGTHS) > 7 * MAX_POSITIONS
+    if not causal:
+        batch["labels"] = torch.cat(labels)[None]
+    ids = torch.zeros(len(seqs), MAX_POSITIONS, dtype=torch.long)
+    mask, padded_labels = torch.zeros_like(ids), torch.full_like(ids, -100)
+    for i, (s, lab) in enumerate(zip(seqs, labels)):
+        ids[i, : len(s)], mask[i, : len(s)], padded_labels[i, : len(s)] = s, 1, lab
+    with torch.no_grad():  # (flex attention has no backward on the CPU)
+        packed = model(**batch)
+        padded = model(input_ids=ids, attention_mask=mask, labels=padded_labels)
+        alone = torch.cat([model(input_ids=s[None]).logits[0] for s in seqs])
+    torch.testing.assert_close(packed.logits[0], alone, atol=1e-5, rtol=0)
+    torch.testing.assert_close(packed.loss, padded.loss, atol=1e-5, rtol=0)
+    row = batch["input_ids"].shape[1]  # one sequence as long as the row: a real overflow, its largest id named
+    with pytest.raises(ValueError, match=f"Position id {row - 1} is out of range.*max_position_embeddings=8"):
+        model(input_ids=batch["input_ids"], position_ids=torch.arange(row)[None])
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("cls", HEADS)
+def test_packed_rows_far_longer_than_the_learned_positions(block_type, cls, attn):
+    _packed_row_against_each_sequence(block_type, cls, attn)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", HEADS)
+def test_packed_rows_far_longer_than_the_learned_positions_under_flex_attention(block_type, cls):
+    _packed_row_against_each_sequence(block_type, cls, "flex_attention")
+
+
 def test_an_unpacked_row_takes_no_segment_path():
     """Positions 0..T-1 are one sequence: no packed-sequence ids, the same logits as without position_ids."""
     model = trained_like(SimplifiedForCausalLM, "sas_p")

@@ -233,11 +233,13 @@ def test_learned_positions_too_long_raise():
     model = causal_lm("sas", position_embedding_type="learned", max_position_embeddings=16)
     with torch.no_grad():
         model(prompt(16))  # exactly max_position_embeddings is fine
-        with pytest.raises(ValueError, match=r"Sequence length 17 exceeds max_position_embeddings=16"):
+        with pytest.raises(ValueError, match=r"Position id 16 is out of range.*max_position_embeddings=16"):
             model(prompt(17))
+        with pytest.raises(ValueError, match=r"Position id 20 is out of range"):  # given positions: their largest id
+            model(prompt(4), position_ids=torch.tensor([[0, 20, 1, 2]]))
         cache = DynamicCache(config=model.config)
         model(prompt(12), past_key_values=cache, use_cache=True)
-        with pytest.raises(ValueError, match=r"Sequence length 18 exceeds max_position_embeddings=16"):
+        with pytest.raises(ValueError, match=r"Position id 17 is out of range.*max_position_embeddings=16"):
             model(prompt(6), past_key_values=cache, use_cache=True)
     with pytest.raises(ValueError, match="max_position_embeddings=16"):
         model.generate(prompt(10), max_new_tokens=10, eos_token_id=None, pad_token_id=PAD)

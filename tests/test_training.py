@@ -334,6 +334,67 @@ def test_batch_ramp_accumulates_to_the_ramped_batch_and_matches_adamw():
     assert ramp.updates_until(5) == 4
 
 
+# -- packing -----------------------------------------------------------------------------------------------------
+def test_packing_data_keeps_short_windows_and_masks_the_flattened_row(wordpiece_tokenizer):
+    """With packing, a text's short last window is kept (nothing is padded); the masked-LM packing collator gives
+    one row, positions restarting at each sequence, labels only where it masked, never on special tokens."""
+    from modeling_simplified.training.data import PackingCollator, ResumableMaskingCollator, chunk_causal
+
+    texts = {"text": ["def f(x):\n    return x + 1\n" * 20, "import os\n"]}
+    full = chunk_causal(texts, wordpiece_tokenizer, "text", 16)["input_ids"]
+    packed = chunk_causal(texts, wordpiece_tokenizer, "text", 16, packing=True)["input_ids"]
+    assert {len(w) for w in full} == {16} and len(packed) > len(full) and min(len(w) for w in packed) < 16
+    masker = ResumableMaskingCollator(wordpiece_tokenizer, mlm=True, mlm_probability=0.5, seed=0)
+    features = [{"input_ids": w} for w in packed]
+    batch = PackingCollator(masker)(features)
+    originals = torch.tensor([i for w in packed for i in w])[None]
+    assert batch["input_ids"].shape == originals.shape and "attention_mask" not in batch
+    assert torch.equal(batch["position_ids"][0], torch.cat([torch.arange(len(w)) for w in packed]))
+    labelled = batch["labels"] != -100
+    assert labelled.any() and torch.equal(batch["labels"][labelled], originals[labelled])
+    special = torch.isin(originals, torch.tensor(wordpiece_tokenizer.all_special_ids))
+    assert not (labelled & special).any()
+    assert torch.equal(batch["input_ids"][~labelled], originals[~labelled])  # unmasked tokens stay as they were
+    causal = PackingCollator()(features)
+    assert causal["labels"][0, 0] == -100 and torch.equal(causal["input_ids"], originals)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [CAUSAL, MASKED], ids=["causal-lm", "masked-lm"])
+def test_packing_trains_on_padding_free_batches(tmp_path, args):
+    """`--packing`: every batch the Trainer sees is one row of windows of at most `data.seq_len` tokens, positions
+    restarting at 0 in each (rows longer than the model's positions, never padded); a few steps train and evaluate
+    to a finite loss."""
+    from modeling_simplified.training import data
+
+    seen = []
+
+    collate = data.PackingCollator.__call__
+
+    def spy(self, features):
+        batch = collate(self, features)
+        seen.append((batch, [len(f["input_ids"]) for f in features]))
+        return batch
+
+    data.PackingCollator.__call__ = spy
+    try:
+        run = tmp_path / "run"
+        common = ["--max-steps", "3", "--set", "training.eval_steps=3", "--no-export", "--output-dir", str(run)]
+        assert main([*args, "--packing", *common]) == 0
+    finally:
+        data.PackingCollator.__call__ = collate
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert math.isfinite(metrics["eval_loss"]) and metrics["steps"] == 3
+    assert json.loads((run / "preset.json").read_text())["data"]["packing"] is True
+    assert max(n for _, sizes in seen for n in sizes) <= 128  # windows of at most data.seq_len
+    for batch, sizes in seen:
+        assert batch["input_ids"].shape == (1, sum(sizes)) and "attention_mask" not in batch
+        expected = torch.cat([torch.arange(n) for n in sizes])
+        assert torch.equal(batch["position_ids"][0], expected)
+        assert (batch["labels"] != -100).any()
+    assert any(batch["input_ids"].shape[1] > 128 for batch, _ in seen)  # rows longer than the learned positions
+
+
 # -- bad input ---------------------------------------------------------------------------------------------------
 def _existing_run(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     run = tmp_path / "run"
@@ -355,6 +416,7 @@ def _existing_run(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
             "cannot load dataset 'no-such-org/no-such-dataset'",
         ),
         (["--preset", "glue-tiny", "--dataset", "nyu-mll/glue", "--dataset-config", "sst3"], "not a GLUE task"),
+        (["--preset", "glue-tiny", "--packing"], "data.packing (--packing) is for the causal-lm and masked-lm tasks"),
     ],
 )
 def test_bad_input_gives_one_clear_message_and_touches_nothing(tmp_path, capsys, args, message):

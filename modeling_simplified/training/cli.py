@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--overwrite", action="store_true", help="replace a previous run in --output-dir")
     add_set_option(parser, "override a model field, training.<field> or data.<field> (repeatable)")
+    parser.add_argument(
+        "--packing",
+        action="store_true",
+        help="padding-free batches (DataCollatorWithFlattening; causal-lm and masked-lm): texts cut into windows "
+        "of at most data.seq_len tokens, each batch one row (same as --set data.packing=true)",
+    )
     parser.add_argument("--diagnostics", action="store_true", help="log per-layer gains and activation kurtosis")
     parser.add_argument("--no-export", action="store_true", help="skip the Hub-ready export")
     raptr = parser.add_argument_group("RaPTr progressive subnetworks (modeling_simplified/training/raptr.py)")
@@ -160,6 +166,8 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         preset.data.dataset_config = args.dataset_config
     if args.init_from:
         preset.training.init_from = args.init_from
+    if args.packing:
+        preset.data.packing = True
     validate(preset)  # the one validation of the run: after the block type, the overrides and the options
     init_from = pretrained_dir(preset.training.init_from) if preset.training.init_from else None
 
@@ -269,7 +277,7 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
     from transformers import DataCollatorWithPadding
 
     from .callbacks import DiagnosticsCallback
-    from .data import ResumableMaskingCollator
+    from .data import PackingCollator, ResumableMaskingCollator
     from .plotting import plot_loss_curve
     from .trainer import SimplifiedTrainer, training_arguments
 
@@ -312,6 +320,8 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
             mlm_probability=preset.data.mlm_probability,
             seed=preset.training.seed,
         )
+        if preset.data.packing:
+            collator = PackingCollator(collator if preset.task == "masked-lm" else None)
     diag = DiagnosticsCallback(model) if diagnostics else None
     trainer = SimplifiedTrainer(
         model=model,

@@ -28,7 +28,7 @@ from typing import Any
 
 import datasets
 import torch
-from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFast
+from transformers import DataCollatorForLanguageModeling, DataCollatorWithFlattening, PreTrainedTokenizerFast
 
 from . import corpus
 from .presets import EMBEDDED, EMBEDDED_TASK, DataSpec, UsageError
@@ -248,13 +248,43 @@ class ResumableMaskingCollator(DataCollatorForLanguageModeling):
         return super().torch_mask_tokens(inputs, *args, **kwargs)
 
 
+class PackingCollator:
+    """Padding-free batches for the language-modelling tasks: `DataCollatorWithFlattening` concatenates the batch's
+    sequences into one row with `position_ids` restarting at 0 at each sequence (no padding, no attention mask; the
+    model keeps attention and shaped attention's centring within each sequence). Causal LM: the flattening
+    collator's labels (each sequence's first label ignored). Masked LM: the flattening collator cannot mask, so the
+    row's tokens are then masked by `masker` (a `DataCollatorForLanguageModeling`): its masking is independent per
+    token and skips special tokens, so masking the row is masking each sequence and flattening."""
+
+    def __init__(self, masker: DataCollatorForLanguageModeling | None = None):
+        self.flatten = DataCollatorWithFlattening(return_position_ids=True)
+        self.masker = masker
+
+    def __call__(self, features: list[dict]) -> dict:
+        batch = self.flatten([{"input_ids": f["input_ids"]} for f in features])
+        if self.masker is not None:
+            batch["input_ids"], batch["labels"] = self.masker.torch_mask_tokens(batch["input_ids"].clone())
+        return batch
+
+
 # -- tokenised datasets ----------------------------------------------------------------------------------------
-def chunk_causal(batch: dict, tokenizer, column: str, seq_len: int) -> dict:
-    """HF course 7.6: split each text into `seq_len` windows, keep only the full ones."""
+def chunk_causal(batch: dict, tokenizer, column: str, seq_len: int, packing: bool = False) -> dict:
+    """HF course 7.6: split each text into `seq_len` windows, keep only the full ones (with `packing`, every window
+    of at least 2 tokens: nothing is padded, so a text's short last window costs nothing)."""
     outputs = tokenizer(
         batch[column], truncation=True, max_length=seq_len, return_overflowing_tokens=True, return_length=True
     )
-    return {"input_ids": [ids for length, ids in zip(outputs["length"], outputs["input_ids"]) if length == seq_len]}
+    shortest = 2 if packing else seq_len
+    return {"input_ids": [ids for length, ids in zip(outputs["length"], outputs["input_ids"]) if length >= shortest]}
+
+
+def window_masked(batch: dict, tokenizer, column: str, seq_len: int) -> dict:
+    """Masked LM with packing: each document on its own (`[CLS] doc [SEP]`), cut into windows of at most `seq_len`
+    tokens; windows of fewer than 3 tokens (nothing between the special tokens) are dropped."""
+    outputs = tokenizer(
+        batch[column], truncation=True, max_length=seq_len, return_overflowing_tokens=True, return_length=True
+    )
+    return {"input_ids": [ids for length, ids in zip(outputs["length"], outputs["input_ids"]) if length >= 3]}
 
 
 def group_masked(batch: dict, tokenizer, column: str, seq_len: int) -> dict:
@@ -290,8 +320,11 @@ def _language_modelling(spec: DataSpec, task: str, vocab_size: int, explicit: bo
         tokenizer = cached_tokenizer(
             kind, vocab_size, identity, lambda: _texts(train_raw, column, spec.tokenizer_train_samples)
         )
-    fn = chunk_causal if task == "causal-lm" else group_masked
     kwargs = dict(tokenizer=tokenizer, column=column, seq_len=spec.seq_len)
+    if task == "causal-lm":
+        fn, kwargs["packing"] = chunk_causal, spec.packing
+    else:
+        fn = window_masked if spec.packing else group_masked
     train = _tokenise(train_raw, fn, **kwargs)
     evaluation = _materialise(_take(_tokenise(eval_raw, fn, **kwargs), spec.max_eval_samples))
     if not isinstance(train, datasets.IterableDataset) and len(train) == 0 or len(evaluation) == 0:

@@ -103,6 +103,9 @@ class DataSpec:
     #: cap on evaluation examples (chunks); None: all
     max_eval_samples: int | None = 1000
     mlm_probability: float = 0.25
+    #: padding-free batches (`DataCollatorWithFlattening`): each batch is one row of its sequences, positions
+    #: restarting at each; the texts are cut into windows of at most `seq_len` tokens (short ones kept), not padded
+    packing: bool = False
 
 
 @dataclasses.dataclass
@@ -278,6 +281,11 @@ def validate(preset: Preset) -> SimplifiedConfig:
                 f"{where}: training.batch_ramp_to replaces gradient accumulation; set "
                 "training.gradient_accumulation_steps to 1."
             )
+    if d.packing and preset.task == "sequence-classification":
+        raise UsageError(
+            f"{where}: data.packing (--packing) is for the causal-lm and masked-lm tasks; a classifier pools one "
+            "token per row, so its batches stay padded."
+        )
     if preset.task == "causal-lm" and preset.model.get("is_causal") is False:
         raise UsageError(f"{where}: a causal-lm preset cannot set model.is_causal=false.")
     if (

@@ -299,6 +299,20 @@ class _StageTally:
     wall_time_s: float = 0.0
 
 
+def refuse_sharded(model) -> None:
+    """RaPTr needs every parameter on every rank: a bypassed layer stays in the graph as `0·Σ sum(p)` without running
+    (`LayerPlan`), and FSDP gathers a layer's sharded parameters only when the layer runs. A model sharded with FSDP
+    (`fully_shard`, or FSDP1's `FullyShardedDataParallel`) is refused here, before training."""
+    sharded = [type(m).__name__ for m in model.modules() if type(m).__name__.startswith("FSDP")]
+    sharded += [type(m).__name__ for m in model.modules() if type(m).__name__ == "FullyShardedDataParallel"]
+    if sharded:
+        raise RaptrSpecError(
+            "RaPTr cannot train a model sharded with FSDP (fully_shard / FullyShardedDataParallel): its bypassed "
+            "layers keep their parameters in the graph without running, and FSDP gathers a layer's parameters only "
+            "when it runs. Train RaPTr with DDP (torchrun or accelerate launch without FSDP)."
+        )
+
+
 class RaptrCallback(TrainerCallback, ExportableState):
     """Sets the model's layer plan (depth) or width masks before each optimizer step and clears them after
     (evaluation, `generate()` and saving always see the full model). Reports the expected relative FLOPs before
@@ -407,6 +421,7 @@ class RaptrCallback(TrainerCallback, ExportableState):
                 "Trainer step is one micro-batch there, so RaPTr would draw a subnetwork per micro-batch instead "
                 "of per optimizer update."
             )
+        refuse_sharded(model)
         base = _base_model(model)
         seed = args.seed if self.seed is None else self.seed
         self.schedule = self.build(base.config, state.max_steps, seed)

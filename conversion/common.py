@@ -34,10 +34,11 @@ class Source:
             check_shape(value, shape, key, self.name)
         return value
 
-    def cat(self, keys: list[str], shape: tuple[int, ...]) -> torch.Tensor | None:
-        """`torch.cat` of the tensors at `keys` along dim 0, each checked to have `shape` first (None if any is
-        missing: `finish` lists it)."""
-        parts = [self.take(key, shape) for key in keys]
+    def cat(self, keys: list[str], shape: tuple[int, ...] | list[tuple[int, ...]]) -> torch.Tensor | None:
+        """`torch.cat` of the tensors at `keys` along dim 0, each checked to have `shape` (one for all, or one per
+        key) first (None if any is missing: `finish` lists it)."""
+        shapes = shape if isinstance(shape, list) else [shape] * len(keys)
+        parts = [self.take(key, s) for key, s in zip(keys, shapes)]
         return None if any(part is None for part in parts) else torch.cat(parts)
 
     def has(self, key: str) -> bool:

@@ -151,18 +151,19 @@ def test_incompatible_llama_conversions_name_field():
                 )
             )
         )
-    gqa = LlamaForCausalLM(
-        LlamaConfig(
-            num_hidden_layers=1,
-            hidden_size=D,
-            num_attention_heads=H,
-            num_key_value_heads=2,
-            intermediate_size=48,
-            vocab_size=V,
+    with pytest.raises(ConversionError, match="num_key_value_heads=2 .needs 4."):
+        simplified_to_gpt2(
+            SimplifiedForCausalLM(
+                tiny_config(
+                    "pre_ln",
+                    num_key_value_heads=2,
+                    norm_type="layernorm",
+                    attention_bias=True,
+                    mlp_bias=True,
+                    hidden_act="gelu_new",
+                )
+            )
         )
-    )
-    with pytest.raises(ConversionError, match="num_key_value_heads"):
-        llama_to_simplified(gqa)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,9 @@
 `original`), OUT a new `save_pretrained` folder, written only when the whole conversion succeeded."""
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 from .common import ConversionError, save_atomically
 
@@ -68,6 +70,53 @@ COMMANDS = {
 }
 
 
+#: The `model_type` each subcommand reads (`original`: the authors' folder has its own checks).
+SOURCE_MODEL_TYPES = {
+    "gpt2-to-simplified": "gpt2",
+    "simplified-to-gpt2": "simplified",
+    "llama-to-simplified": "llama",
+    "simplified-to-llama": "simplified",
+    "bert-to-simplified": "bert",
+}
+
+
+def check_source(command: str, src: str):
+    """One clear error before any loading: SRC must be an existing folder; for the Hugging Face formats its
+    config.json must be a JSON object of the expected `model_type`, and every `*.safetensors` file must be readable."""
+    from safetensors import safe_open
+
+    folder = Path(src)
+    if not folder.exists():
+        raise ConversionError(f"SRC={src!r} does not exist (a local folder is expected).")
+    if not folder.is_dir():
+        raise ConversionError(f"SRC={src!r} is not a folder.")
+    expected = SOURCE_MODEL_TYPES.get(command)
+    if expected is None:
+        return
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ConversionError(f"{path} does not exist: SRC must be a save_pretrained folder.")
+    try:
+        config = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConversionError(f"{path} is not valid JSON: {error}.") from None
+    if not isinstance(config, dict):
+        raise ConversionError(f"{path} must hold a JSON object, got a {type(config).__name__}.")
+    found = config.get("model_type")
+    if found != expected:
+        raise ConversionError(
+            f"{path} has model_type={found!r}; {command} expects model_type={expected!r} (another family's "
+            "checkpoint: pick the subcommand for its model_type)."
+        )
+    for weights in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(weights, framework="pt") as f:
+                for key in f.keys():
+                    f.get_slice(key)
+        except Exception as error:
+            raise ConversionError(f"{weights} cannot be read as safetensors: {error}.") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simplified-convert", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     OUT and returns 1."""
     args = build_parser().parse_args(argv)
     try:
+        check_source(args.command, args.src)
         model = COMMANDS[args.command][0](args.src, args)
-        out = save_atomically(model, args.out)
+        out = save_atomically(model, args.out, copy_from=args.src)
     except Exception as error:  # ConversionError, the config's ValueError, OSError, torch/safetensors load errors
         print(f"simplified-convert {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 1

@@ -34,10 +34,11 @@ class Source:
             check_shape(value, shape, key, self.name)
         return value
 
-    def cat(self, keys: list[str], shape: tuple[int, ...]) -> torch.Tensor | None:
-        """`torch.cat` of the tensors at `keys` along dim 0, each checked to have `shape` first (None if any is
-        missing: `finish` lists it)."""
-        parts = [self.take(key, shape) for key in keys]
+    def cat(self, keys: list[str], shape: tuple[int, ...] | list[tuple[int, ...]]) -> torch.Tensor | None:
+        """`torch.cat` of the tensors at `keys` along dim 0, each checked to have `shape` (one for all, or one per
+        key) first (None if any is missing: `finish` lists it)."""
+        shapes = shape if isinstance(shape, list) else [shape] * len(keys)
+        parts = [self.take(key, s) for key, s in zip(keys, shapes)]
         return None if any(part is None for part in parts) else torch.cat(parts)
 
     def has(self, key: str) -> bool:
@@ -104,8 +105,29 @@ def take_gain(src: Source, key: str, module: nn.Module, out: dict, target_key: s
         raise ConversionError(f"{key}={value.flatten().tolist()} but its config fixes it at {fixed} (not trainable).")
 
 
-def save_atomically(model, out: str | os.PathLike):
-    """`save_pretrained` into a temporary folder beside OUT, then move it into place: nothing at OUT on failure."""
+#: The tokenizer files a conversion copies from its source folder, when present.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "tokenizer.model",
+)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def save_atomically(model, out: str | os.PathLike, copy_from: str | os.PathLike | None = None):
+    """`save_pretrained` into a temporary folder beside OUT (with the tokenizer files of `copy_from`, when present),
+    then move it into place with the permissions `save_pretrained` gives a folder: nothing at OUT on failure."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConversionError(f"OUT={str(out)!r} exists and is not an empty folder; choose a new path.")
@@ -113,6 +135,10 @@ def save_atomically(model, out: str | os.PathLike):
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         model.save_pretrained(tmp)
+        for name in TOKENIZER_FILES if copy_from is not None else ():
+            if (Path(copy_from) / name).is_file():
+                shutil.copyfile(Path(copy_from) / name, tmp / name)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)

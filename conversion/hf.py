@@ -4,6 +4,8 @@ GPT-2's Conv1D stores `[in, out]` (our `nn.Linear` `[out, in]`); its fused `c_at
 `FusedQKV`. Llama's gate and up projections are the two halves of our SwiGLU input projection (gate first).
 """
 
+import dataclasses
+
 import torch
 from transformers import (
     BertForMaskedLM,
@@ -31,36 +33,105 @@ def _common_ids(config) -> dict:
     return dict(pad_token_id=config.pad_token_id, bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id)
 
 
-def _plain_pre_ln_checks(c: SimplifiedConfig) -> dict:
-    """What a plain sequential Pre-LN block with softmax attention and full matrices needs."""
-    return {
-        "parallel_block": (c.parallel_block, False),
-        "norm_position": (c.norm_position, "pre"),
-        "embedding_norm": (c.embedding_norm, "none"),
-        "attn_skip_gain": (c.attn_skip_gain, 1.0),
-        "mlp_skip_gain": (c.mlp_skip_gain, 1.0),
-        "skip_gains_trainable": (c.skip_gains_trainable, False),
-        "beta_sa_init": (c.beta_sa_init, 1.0),
-        "beta_ff_init": (c.beta_ff_init, 1.0),
-        "block_gains_trainable": (c.block_gains_trainable, False),
-        "attention_type": (c.attention_type, "softmax"),
-        "value_mode": (c.value_mode, "linear"),
-        "first_layer_value_mode": (c.first_layer_value_mode, "linear"),
-        "projection_mode": (c.projection_mode, "linear"),
-        "head_scale": (c.head_scale, "none"),
-        "attn_branch_norm": (c.attn_branch_norm, False),
-        "mlp_act_norm": (c.mlp_act_norm, False),
-        "residual_scale": (c.residual_scale, False),
-        "qk_norm": (c.qk_norm, "none"),
-        "type_vocab_size": (c.type_vocab_size, 0),
-        "is_causal": (c.is_causal, (True, None)),
-        "frozen_biases": (c.frozen_biases, False),
+#: Our config fields that set only the initialisation or runtime defaults: no effect on a trained model's function
+#: (padded vocabulary rows are dropped by the converters and never predicted).
+NO_FORWARD_EFFECT = (
+    "initializer_range",
+    "init_scheme",
+    "query_init_std",
+    "value_projection_init",
+    "use_cache",
+    "classifier_dropout",
+    "pad_vocab_size_multiple",
+)
+
+
+def _fields() -> list[str]:
+    return [f.name for f in dataclasses.fields(SimplifiedConfig) if f.name in SimplifiedConfig.__annotations__]
+
+
+def refuse_unless_expressible(c: SimplifiedConfig, target: str, block: dict, carried: dict, restricted: dict):
+    """The one check of ours -> `target`: the block the target can express is `SimplifiedConfig(**block)` (its
+    expanded preset) with the `carried` fields (our name -> the target's) taken from `c`; every other field of `c`
+    that affects the forward pass must equal that block's value, and `restricted` carried fields must take one of
+    the values given. A ConversionError names every field that differs."""
+    try:
+        expressible = SimplifiedConfig(**{name: getattr(c, name) for name in carried}, **block)
+    except ValueError as error:
+        raise ConversionError(f"cannot convert to {target}: {error}") from None
+    checks = {
+        name: (getattr(c, name), getattr(expressible, name))
+        for name in _fields()
+        if name not in carried and name not in NO_FORWARD_EFFECT
     }
+    refuse_incompatible(target, {**checks, **{name: (getattr(c, name), ok) for name, ok in restricted.items()}})
+
+
+def _rows(t: torch.Tensor | None, n: int) -> torch.Tensor | None:
+    """The first `n` rows (the real vocabulary of a padded embedding); a missing key stays None."""
+    return None if t is None else t[:n]
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # GPT-2
 # ----------------------------------------------------------------------------------------------------------------
+#: The GPT-2 block: the expanded `pre_ln` preset with these fields.
+GPT2_BLOCK = dict(
+    block_type="pre_ln",
+    position_embedding_type="learned",
+    norm_type="layernorm",
+    norm_bias=True,
+    attention_bias=True,
+    mlp_bias=True,
+    is_causal=True,
+)
+#: Our config field -> GPT2Config's (both directions).
+GPT2_CONFIG = dict(
+    vocab_size="vocab_size",
+    hidden_size="n_embd",
+    num_hidden_layers="n_layer",
+    num_attention_heads="n_head",
+    intermediate_size="n_inner",
+    hidden_act="activation_function",
+    max_position_embeddings="n_positions",
+    norm_eps="layer_norm_epsilon",
+    initializer_range="initializer_range",
+    attention_dropout="attn_pdrop",
+    hidden_dropout="resid_pdrop",
+    embedding_dropout="embd_pdrop",
+    tie_word_embeddings="tie_word_embeddings",
+    pad_token_id="pad_token_id",
+    bos_token_id="bos_token_id",
+    eos_token_id="eos_token_id",
+)
+#: Our key -> GPT-2's (both directions); per layer, Conv1D weights are transposed.
+GPT2_TOP = {
+    "model.embed_tokens.weight": "transformer.wte.weight",
+    "model.embed_positions.weight": "transformer.wpe.weight",
+    "model.norm.weight": "transformer.ln_f.weight",
+    "model.norm.bias": "transformer.ln_f.bias",
+}
+GPT2_LAYER = {"attn_norm": "ln_1", "mlp_norm": "ln_2"}
+GPT2_LAYER_CONV1D = {
+    "attn.qkv.proj": "attn.c_attn",
+    "attn.o_proj": "attn.c_proj",
+    "mlp.fc_in": "mlp.c_fc",
+    "mlp.fc_out": "mlp.c_proj",
+}
+
+
+def _gpt2_keys(num_layers: int, tied: bool) -> list[tuple[str, str, bool]]:
+    """(our key, GPT-2's key, transposed) for every tensor."""
+    keys = [(ours, theirs, False) for ours, theirs in GPT2_TOP.items()]
+    keys += [] if tied else [("lm_head.weight", "lm_head.weight", False)]
+    for i in range(num_layers):
+        s, t = f"model.layers.{i}.", f"transformer.h.{i}."
+        for p in ("weight", "bias"):
+            keys += [(f"{s}{a}.{p}", f"{t}{b}.{p}", False) for a, b in GPT2_LAYER.items()]
+            keys += [(f"{s}{a}.{p}", f"{t}{b}.{p}", p == "weight") for a, b in GPT2_LAYER_CONV1D.items()]
+    return keys
+
+
 def gpt2_to_simplified(model: GPT2LMHeadModel) -> SimplifiedForCausalLM:
     """`GPT2LMHeadModel` -> `SimplifiedForCausalLM` (`pre_ln` with LayerNorm, learned positions, biases)."""
     g = model.config
@@ -73,54 +144,15 @@ def gpt2_to_simplified(model: GPT2LMHeadModel) -> SimplifiedForCausalLM:
             "add_cross_attention": (getattr(g, "add_cross_attention", False), False),
         },
     )
-    config = SimplifiedConfig(
-        block_type="pre_ln",
-        vocab_size=g.vocab_size,
-        hidden_size=g.n_embd,
-        num_hidden_layers=g.n_layer,
-        num_attention_heads=g.n_head,
-        intermediate_size=g.n_inner or 4 * g.n_embd,
-        hidden_act=GPT2_ACTIVATIONS[g.activation_function],
-        position_embedding_type="learned",
-        max_position_embeddings=g.n_positions,
-        norm_type="layernorm",
-        norm_eps=g.layer_norm_epsilon,
-        norm_bias=True,
-        final_norm="layernorm",
-        attention_bias=True,
-        mlp_bias=True,
-        tie_word_embeddings=g.tie_word_embeddings,
-        initializer_range=g.initializer_range,
-        init_scheme="gpt2",
-        attention_dropout=g.attn_pdrop,
-        hidden_dropout=g.resid_pdrop,
-        embedding_dropout=g.embd_pdrop,
-        is_causal=True,
-        **_common_ids(g),
-    )
+    carried = {ours: getattr(g, theirs) for ours, theirs in GPT2_CONFIG.items()}
+    carried.update(intermediate_size=g.n_inner or 4 * g.n_embd, hidden_act=GPT2_ACTIVATIONS[g.activation_function])
+    config = SimplifiedConfig(**GPT2_BLOCK, **carried, init_scheme="gpt2")
     src = Source(model.state_dict(), "GPT-2")
+    src.take("lm_head.weight") if g.tie_word_embeddings else None  # the tied copy
     out = {
-        "model.embed_tokens.weight": src.take("transformer.wte.weight"),
-        "model.embed_positions.weight": src.take("transformer.wpe.weight"),
-        "model.norm.weight": src.take("transformer.ln_f.weight"),
-        "model.norm.bias": src.take("transformer.ln_f.bias"),
+        ours: _t(src.take(theirs)) if t else src.take(theirs)
+        for ours, theirs, t in _gpt2_keys(g.n_layer, g.tie_word_embeddings)
     }
-    head = src.take("lm_head.weight")
-    if not g.tie_word_embeddings:
-        out["lm_head.weight"] = head
-    for i in range(g.n_layer):
-        s, t = f"transformer.h.{i}.", f"model.layers.{i}."
-        for a, b in (("ln_1", "attn_norm"), ("ln_2", "mlp_norm")):
-            for p in ("weight", "bias"):
-                out[f"{t}{b}.{p}"] = src.take(f"{s}{a}.{p}")
-        for a, b in (
-            ("attn.c_attn", "attn.qkv.proj"),
-            ("attn.c_proj", "attn.o_proj"),
-            ("mlp.c_fc", "mlp.fc_in"),
-            ("mlp.c_proj", "mlp.fc_out"),
-        ):
-            out[f"{t}{b}.weight"] = _t(src.take(f"{s}{a}.weight"))
-            out[f"{t}{b}.bias"] = src.take(f"{s}{a}.bias")
     src.finish()
     return fill(SimplifiedForCausalLM(config).to(model.dtype), out, "GPT-2 -> pre_ln").eval()
 
@@ -129,60 +161,17 @@ def simplified_to_gpt2(model: SimplifiedForCausalLM) -> GPT2LMHeadModel:
     """`SimplifiedForCausalLM` -> `GPT2LMHeadModel`, when the config is a GPT-2 block (else: a ConversionError
     naming every incompatible field)."""
     c = model.config
-    refuse_incompatible(
-        "GPT-2",
-        dict(
-            _plain_pre_ln_checks(c),
-            norm_type=(c.norm_type, "layernorm"),
-            first_layer_norm=(c.first_layer_norm, "layernorm"),
-            final_norm=(c.final_norm, "layernorm"),
-            norm_bias=(c.norm_bias, True),
-            position_embedding_type=(c.position_embedding_type, "learned"),
-            hidden_act=(c.hidden_act, tuple(GPT2_ACTIVATIONS.values())),
-            attention_bias=(c.attention_bias, True),
-            mlp_bias=(c.mlp_bias, True),
-        ),
-    )
-    g = GPT2Config(
-        vocab_size=c.vocab_size,
-        n_positions=c.max_position_embeddings,
-        n_embd=c.hidden_size,
-        n_layer=c.num_hidden_layers,
-        n_head=c.num_attention_heads,
-        n_inner=c.intermediate_size,
-        activation_function=c.hidden_act,
-        layer_norm_epsilon=c.norm_eps,
-        initializer_range=c.initializer_range,
-        resid_pdrop=c.hidden_dropout,
-        embd_pdrop=c.embedding_dropout,
-        attn_pdrop=c.attention_dropout,
-        tie_word_embeddings=c.tie_word_embeddings,
-        **_common_ids(c),
-    )
+    refuse_unless_expressible(c, "GPT-2", GPT2_BLOCK, GPT2_CONFIG, {"hidden_act": tuple(GPT2_ACTIVATIONS.values())})
+    g = GPT2Config(**{theirs: getattr(c, ours) for ours, theirs in GPT2_CONFIG.items()})
     src = Source(model.state_dict(), "pre_ln")
-    v = c.vocab_size
+    src.take("lm_head.weight") if c.tie_word_embeddings else None  # the tied copy
     out = {
-        "transformer.wte.weight": src.take("model.embed_tokens.weight")[:v],
-        "transformer.wpe.weight": src.take("model.embed_positions.weight"),
-        "transformer.ln_f.weight": src.take("model.norm.weight"),
-        "transformer.ln_f.bias": src.take("model.norm.bias"),
+        theirs: _t(src.take(ours)) if t else src.take(ours)
+        for ours, theirs, t in _gpt2_keys(c.num_hidden_layers, c.tie_word_embeddings)
     }
-    head = src.take("lm_head.weight")
-    if not c.tie_word_embeddings:
-        out["lm_head.weight"] = head[:v]
-    for i in range(c.num_hidden_layers):
-        s, t = f"model.layers.{i}.", f"transformer.h.{i}."
-        for a, b in (("ln_1", "attn_norm"), ("ln_2", "mlp_norm")):
-            for p in ("weight", "bias"):
-                out[f"{t}{a}.{p}"] = src.take(f"{s}{b}.{p}")
-        for a, b in (
-            ("attn.c_attn", "attn.qkv.proj"),
-            ("attn.c_proj", "attn.o_proj"),
-            ("mlp.c_fc", "mlp.fc_in"),
-            ("mlp.c_proj", "mlp.fc_out"),
-        ):
-            out[f"{t}{a}.weight"] = _t(src.take(f"{s}{b}.weight"))
-            out[f"{t}{a}.bias"] = src.take(f"{s}{b}.bias")
+    for key in ("transformer.wte.weight", "lm_head.weight"):
+        if key in out:
+            out[key] = _rows(out[key], c.vocab_size)
     src.finish()
     return fill(GPT2LMHeadModel(g).to(model.dtype), out, "pre_ln -> GPT-2").eval()
 
@@ -190,19 +179,70 @@ def simplified_to_gpt2(model: SimplifiedForCausalLM) -> GPT2LMHeadModel:
 # ----------------------------------------------------------------------------------------------------------------
 # Llama
 # ----------------------------------------------------------------------------------------------------------------
+#: The Llama block: the expanded `pre_ln` preset with these fields.
+LLAMA_BLOCK = dict(
+    block_type="pre_ln", position_embedding_type="rotary", norm_type="rmsnorm", hidden_act="swiglu", is_causal=True
+)
+#: Our config field -> LlamaConfig's (both directions; `rope_theta` lives in Llama's `rope_parameters`).
+LLAMA_CONFIG = dict(
+    vocab_size="vocab_size",
+    hidden_size="hidden_size",
+    intermediate_size="intermediate_size",
+    num_hidden_layers="num_hidden_layers",
+    num_attention_heads="num_attention_heads",
+    num_key_value_heads="num_key_value_heads",
+    max_position_embeddings="max_position_embeddings",
+    norm_eps="rms_norm_eps",
+    attention_bias="attention_bias",
+    mlp_bias="mlp_bias",
+    tie_word_embeddings="tie_word_embeddings",
+    initializer_range="initializer_range",
+    attention_dropout="attention_dropout",
+    pad_token_id="pad_token_id",
+    bos_token_id="bos_token_id",
+    eos_token_id="eos_token_id",
+)
+LLAMA_TOP = {"model.embed_tokens.weight": "model.embed_tokens.weight", "model.norm.weight": "model.norm.weight"}
+LLAMA_LAYER = {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"}
+#: Our fused matrix -> Llama's parts, stacked along the output rows (queries | keys | values; gate | up).
+LLAMA_LAYER_ATTN = {
+    "attn.qkv.proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+    "attn.o_proj": ("self_attn.o_proj",),
+}
+LLAMA_LAYER_MLP = {"mlp.fc_in": ("mlp.gate_proj", "mlp.up_proj"), "mlp.fc_out": ("mlp.down_proj",)}
+
+
+def _llama_keys(c) -> list[tuple[str, tuple[str, ...], list[tuple[int, ...]] | None]]:
+    """(our key, Llama's keys, their shapes when they are parts of ours) for every tensor; `c` has our field names."""
+    d, w = c.hidden_size, c.intermediate_size
+    kv = c.num_key_value_heads * (d // c.num_attention_heads)
+    rows = {"attn.qkv.proj": (d, kv, kv), "mlp.fc_in": (w, w)}
+    keys = [(ours, (theirs,), None) for ours, theirs in LLAMA_TOP.items()]
+    keys += [] if c.tie_word_embeddings else [("lm_head.weight", ("lm_head.weight",), None)]
+    for i in range(c.num_hidden_layers):
+        s = f"model.layers.{i}."
+        keys += [(f"{s}{a}.weight", (f"{s}{b}.weight",), None) for a, b in LLAMA_LAYER.items()]
+        for names, bias in ((LLAMA_LAYER_ATTN, c.attention_bias), (LLAMA_LAYER_MLP, c.mlp_bias)):
+            for p in ("weight", "bias") if bias else ("weight",):
+                for a, parts in names.items():
+                    shapes = [(n, d) if p == "weight" else (n,) for n in rows[a]] if a in rows else None
+                    keys.append((f"{s}{a}.{p}", tuple(f"{s}{b}.{p}" for b in parts), shapes))
+    return keys
+
+
 def _rope_theta(config: LlamaConfig) -> float:
     params = getattr(config, "rope_parameters", None) or {}
     return float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
 
 
 def llama_to_simplified(model: LlamaForCausalLM) -> SimplifiedForCausalLM:
-    """`LlamaForCausalLM` -> `SimplifiedForCausalLM` (`pre_ln` with RMSNorm, SwiGLU, rotary; no GQA)."""
+    """`LlamaForCausalLM` -> `SimplifiedForCausalLM` (`pre_ln` with RMSNorm, SwiGLU, rotary; grouped-query attention
+    as `num_key_value_heads`)."""
     l = model.config  # noqa: E741
     params = getattr(l, "rope_parameters", None) or {}
     refuse_incompatible(
         "pre_ln (from Llama)",
         {
-            "num_key_value_heads": (l.num_key_value_heads, l.num_attention_heads),
             "head_dim": (
                 getattr(l, "head_dim", None) or l.hidden_size // l.num_attention_heads,
                 l.hidden_size // l.num_attention_heads,
@@ -211,51 +251,13 @@ def llama_to_simplified(model: LlamaForCausalLM) -> SimplifiedForCausalLM:
             "rope_parameters.rope_type": (params.get("rope_type", "default"), "default"),
         },
     )
-    config = SimplifiedConfig(
-        block_type="pre_ln",
-        vocab_size=l.vocab_size,
-        hidden_size=l.hidden_size,
-        num_hidden_layers=l.num_hidden_layers,
-        num_attention_heads=l.num_attention_heads,
-        intermediate_size=l.intermediate_size,
-        hidden_act="swiglu",
-        position_embedding_type="rotary",
-        max_position_embeddings=l.max_position_embeddings,
-        rope_theta=_rope_theta(l),
-        norm_type="rmsnorm",
-        norm_eps=l.rms_norm_eps,
-        final_norm="rmsnorm",
-        attention_bias=l.attention_bias,
-        mlp_bias=l.mlp_bias,
-        tie_word_embeddings=l.tie_word_embeddings,
-        initializer_range=l.initializer_range,
-        attention_dropout=l.attention_dropout,
-        is_causal=True,
-        **_common_ids(l),
-    )
+    carried = {ours: getattr(l, theirs) for ours, theirs in LLAMA_CONFIG.items()}
+    config = SimplifiedConfig(**LLAMA_BLOCK, **carried, rope_theta=_rope_theta(l))
     src = Source(model.state_dict(), "Llama")
-    out = {
-        "model.embed_tokens.weight": src.take("model.embed_tokens.weight"),
-        "model.norm.weight": src.take("model.norm.weight"),
-    }
-    head = src.take("lm_head.weight")
-    if not l.tie_word_embeddings:
-        out["lm_head.weight"] = head
-    params = ("weight", "bias") if l.attention_bias else ("weight",)
-    mlp_params = ("weight", "bias") if l.mlp_bias else ("weight",)
-    d, w = l.hidden_size, l.intermediate_size
-    for i in range(l.num_hidden_layers):
-        s, t = f"model.layers.{i}.", f"model.layers.{i}."
-        out[f"{t}attn_norm.weight"] = src.take(f"{s}input_layernorm.weight")
-        out[f"{t}mlp_norm.weight"] = src.take(f"{s}post_attention_layernorm.weight")
-        for p in params:
-            shape = (d, d) if p == "weight" else (d,)
-            out[f"{t}attn.qkv.proj.{p}"] = src.cat([f"{s}self_attn.{n}_proj.{p}" for n in "qkv"], shape)
-            out[f"{t}attn.o_proj.{p}"] = src.take(f"{s}self_attn.o_proj.{p}")
-        for p in mlp_params:
-            shape = (w, d) if p == "weight" else (w,)
-            out[f"{t}mlp.fc_in.{p}"] = src.cat([f"{s}mlp.{n}_proj.{p}" for n in ("gate", "up")], shape)
-            out[f"{t}mlp.fc_out.{p}"] = src.take(f"{s}mlp.down_proj.{p}")
+    src.take("lm_head.weight") if l.tie_word_embeddings else None  # the tied copy
+    out = {}
+    for ours, theirs, shapes in _llama_keys(config):
+        out[ours] = src.cat(list(theirs), shapes) if shapes else src.take(theirs[0])
     src.finish()
     return fill(SimplifiedForCausalLM(config).to(model.dtype), out, "Llama -> pre_ln").eval()
 
@@ -264,59 +266,22 @@ def simplified_to_llama(model: SimplifiedForCausalLM) -> LlamaForCausalLM:
     """`SimplifiedForCausalLM` -> `LlamaForCausalLM`, when the config is a Llama block (else: a ConversionError
     naming every incompatible field)."""
     c = model.config
-    refuse_incompatible(
-        "Llama",
-        dict(
-            _plain_pre_ln_checks(c),
-            norm_type=(c.norm_type, "rmsnorm"),
-            first_layer_norm=(c.first_layer_norm, "rmsnorm"),
-            final_norm=(c.final_norm, "rmsnorm"),
-            rmsnorm_eps_position=(c.rmsnorm_eps_position, "inside"),
-            position_embedding_type=(c.position_embedding_type, "rotary"),
-            hidden_act=(c.hidden_act, "swiglu"),
-        ),
-    )
+    refuse_unless_expressible(c, "Llama", LLAMA_BLOCK, {**LLAMA_CONFIG, "rope_theta": None}, {})
     l = LlamaConfig(  # noqa: E741
-        vocab_size=c.vocab_size,
-        hidden_size=c.hidden_size,
-        intermediate_size=c.intermediate_size,
-        num_hidden_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=c.num_attention_heads,
+        **{theirs: getattr(c, ours) for ours, theirs in LLAMA_CONFIG.items()},
         hidden_act="silu",
-        max_position_embeddings=c.max_position_embeddings,
-        rms_norm_eps=c.norm_eps,
         rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta},
-        attention_bias=c.attention_bias,
-        mlp_bias=c.mlp_bias,
-        tie_word_embeddings=c.tie_word_embeddings,
-        initializer_range=c.initializer_range,
-        attention_dropout=c.attention_dropout,
-        **_common_ids(c),
     )
     src = Source(model.state_dict(), "pre_ln")
-    v, d, w = c.vocab_size, c.hidden_size, c.intermediate_size
-    out = {
-        "model.embed_tokens.weight": src.take("model.embed_tokens.weight")[:v],
-        "model.norm.weight": src.take("model.norm.weight"),
-    }
-    head = src.take("lm_head.weight")
-    if not c.tie_word_embeddings:
-        out["lm_head.weight"] = head[:v]
-    params = ("weight", "bias") if c.attention_bias else ("weight",)
-    mlp_params = ("weight", "bias") if c.mlp_bias else ("weight",)
-    for i in range(c.num_hidden_layers):
-        s = t = f"model.layers.{i}."
-        out[f"{t}input_layernorm.weight"] = src.take(f"{s}attn_norm.weight")
-        out[f"{t}post_attention_layernorm.weight"] = src.take(f"{s}mlp_norm.weight")
-        for p in params:
-            for n, part in zip("qkv", src.take(f"{s}attn.qkv.proj.{p}").split(d)):
-                out[f"{t}self_attn.{n}_proj.{p}"] = part.contiguous()
-            out[f"{t}self_attn.o_proj.{p}"] = src.take(f"{s}attn.o_proj.{p}")
-        for p in mlp_params:
-            gate, up = src.take(f"{s}mlp.fc_in.{p}").split(w)
-            out[f"{t}mlp.gate_proj.{p}"], out[f"{t}mlp.up_proj.{p}"] = gate.contiguous(), up.contiguous()
-            out[f"{t}mlp.down_proj.{p}"] = src.take(f"{s}mlp.fc_out.{p}")
+    src.take("lm_head.weight") if c.tie_word_embeddings else None  # the tied copy
+    out = {}
+    for ours, theirs, shapes in _llama_keys(c):
+        tensor = src.take(ours)
+        parts = [tensor] if shapes is None or tensor is None else tensor.split([s[0] for s in shapes])
+        out.update({key: None if part is None else part.contiguous() for key, part in zip(theirs, parts)})
+    for key in ("model.embed_tokens.weight", "lm_head.weight"):
+        if key in out:
+            out[key] = _rows(out[key], c.vocab_size)
     src.finish()
     return fill(LlamaForCausalLM(l).to(model.dtype), out, "pre_ln -> Llama").eval()
 

@@ -190,6 +190,10 @@ class SimplifiedConfig(PreTrainedConfig):
     Args:
         block_type: one of `BLOCK_TYPES`; a preset for the structural fields below.
         vocab_size, hidden_size, num_hidden_layers, num_attention_heads: the model shape.
+        num_key_value_heads: key/value heads of grouped-query attention (Ainslie et al. 2023; Llama): each serves
+            `num_attention_heads / num_key_value_heads` query heads, and the KV cache shrinks by that factor. `None`:
+            `num_attention_heads` (plain multi-head attention). Needs learned values (`value_mode` and
+            `first_layer_value_mode` `linear`: pre_ln, post_ln, parallel, normformer, value_skipinit).
         intermediate_size: width entering the MLP output projection (for `swiglu`/`geglu` the gated width);
             default `4 * hidden_size`.
         hidden_act: MLP activation, one of `ACTIVATIONS`; `leaky_relu_slope` is the negative slope of `leaky_relu`.
@@ -246,6 +250,7 @@ class SimplifiedConfig(PreTrainedConfig):
     hidden_size: int = 768
     num_hidden_layers: int = 18
     num_attention_heads: int = 12
+    num_key_value_heads: int | None = None
     intermediate_size: int | None = None
     hidden_act: str = "relu"
     leaky_relu_slope: float = 0.01
@@ -333,6 +338,8 @@ class SimplifiedConfig(PreTrainedConfig):
             self.query_init_std = self.initializer_range
         if self.intermediate_size is None:
             self.intermediate_size = 4 * self.hidden_size
+        if self.num_key_value_heads is None:
+            self.num_key_value_heads = self.num_attention_heads
         self._check_types()
         self._check_values()
 
@@ -355,6 +362,7 @@ class SimplifiedConfig(PreTrainedConfig):
             "hidden_size",
             "num_hidden_layers",
             "num_attention_heads",
+            "num_key_value_heads",
             "intermediate_size",
             "max_position_embeddings",
             "pad_vocab_size_multiple",
@@ -402,6 +410,20 @@ class SimplifiedConfig(PreTrainedConfig):
             raise ValueError(
                 f"SimplifiedConfig.hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
                 f"({self.num_attention_heads}); allowed head counts divide the width."
+            )
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"SimplifiedConfig.num_key_value_heads ({self.num_key_value_heads}) must divide num_attention_heads "
+                f"({self.num_attention_heads}); allowed: a divisor of num_attention_heads."
+            )
+        if self.num_key_value_heads != self.num_attention_heads and not (
+            self.value_mode == self.first_layer_value_mode == "linear"
+        ):
+            raise ValueError(
+                f"SimplifiedConfig.num_key_value_heads={self.num_key_value_heads} (grouped-query attention) needs "
+                f"learned values: value_mode and first_layer_value_mode 'linear', got {self.value_mode!r} and "
+                f"{self.first_layer_value_mode!r} (block_type {self.block_type!r}); allowed: num_key_value_heads="
+                f"{self.num_attention_heads} (or None) for this block."
             )
         if self.position_embedding_type == "rotary" and (self.hidden_size // self.num_attention_heads) % 2:
             raise ValueError(

@@ -387,29 +387,44 @@ def _freeze_bias(module: nn.Module, config: SimplifiedConfig):
         module.bias.requires_grad_(False)
 
 
-def build_matrix(mode: str, config: SimplifiedConfig, seed: int, linear_init_std: float | None = None) -> nn.Module:
-    """W^V or W^P: `identity` (no parameters, no matmul), `linear`, or `reparam` (eq. 6, its W_init drawn with
-    `seed`)."""
+def build_matrix(
+    mode: str,
+    config: SimplifiedConfig,
+    seed: int,
+    linear_init_std: float | None = None,
+    out_features: int | None = None,
+) -> nn.Module:
+    """W^V or W^P: `identity` (no parameters, no matmul), `linear` (`d → out_features`, default d: a grouped-query
+    W^V is narrower), or `reparam` (eq. 6, its W_init drawn with `seed`)."""
     d = config.hidden_size
     if mode == "identity":
         return nn.Identity()
     if mode == "reparam":
         return ReparamLinear(d, config, seed)
     orthogonal = config.value_projection_init == "orthogonal"
-    linear = Linear(d, d, bias=config.attention_bias, init_std=linear_init_std, orthogonal_init=orthogonal)
+    linear = Linear(
+        d, out_features or d, bias=config.attention_bias, init_std=linear_init_std, orthogonal_init=orthogonal
+    )
     _freeze_bias(linear, config)
     return linear
 
 
+def _kv_dim(config: SimplifiedConfig) -> int:
+    """Width of the keys (and learned values): `num_key_value_heads` heads of `head_dim` (grouped-query attention)."""
+    return config.num_key_value_heads * config.head_dim
+
+
 class FusedQKV(nn.Module):
-    """Trainable values: one `d → 3d` matmul for queries, keys and values."""
+    """Trainable values: one `d → d + 2·d_kv` matmul for queries, keys and values (`d_kv = d` without GQA)."""
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__()
-        self.proj = _query_key_projection(config, 3, value_orthogonal=config.value_projection_init == "orthogonal")
+        orthogonal = config.value_projection_init == "orthogonal"
+        self.proj = _query_key_projection(config, 2 * _kv_dim(config), value_orthogonal=orthogonal)
+        self.split = (config.hidden_size, _kv_dim(config), _kv_dim(config))
 
     def forward(self, x: torch.Tensor):
-        return self.proj(x).chunk(3, dim=-1)
+        return self.proj(x).split(self.split, dim=-1)
 
 
 class QKWithValue(nn.Module):
@@ -417,19 +432,21 @@ class QKWithValue(nn.Module):
 
     def __init__(self, config: SimplifiedConfig, value_mode: str, layer_idx: int):
         super().__init__()
-        self.proj = _query_key_projection(config, 2)
-        self.value = build_matrix(value_mode, config, seed=2 * layer_idx)
+        self.proj = _query_key_projection(config, _kv_dim(config))
+        self.value = build_matrix(value_mode, config, seed=2 * layer_idx, out_features=_kv_dim(config))
+        self.split = (config.hidden_size, _kv_dim(config))
 
     def forward(self, x: torch.Tensor):
-        q, k = self.proj(x).chunk(2, dim=-1)
+        q, k = self.proj(x).split(self.split, dim=-1)
         return q, k, self.value(x)
 
 
-def _query_key_projection(config: SimplifiedConfig, parts: int, value_orthogonal: bool = False) -> Linear:
-    """The fused projection whose first `d` rows are W^Q, initialised with `query_init_std` (see `_init_weights`)."""
+def _query_key_projection(config: SimplifiedConfig, kv_width: int, value_orthogonal: bool = False) -> Linear:
+    """The fused projection whose first `d` rows are W^Q (initialised with `query_init_std`, see `_init_weights`),
+    followed by `kv_width` rows of W^K (and W^V)."""
     return Linear(
         config.hidden_size,
-        parts * config.hidden_size,
+        config.hidden_size + kv_width,
         bias=config.attention_bias,
         query_init_std=config.query_init_std,
         value_orthogonal=value_orthogonal,
@@ -595,9 +612,12 @@ class ShapedMixing(nn.Module):
         self.alpha = HeadGain(config.shaped_alpha_init, shape, trainable)
         self.beta = HeadGain(config.shaped_beta_init, shape, trainable)
         self.gamma = HeadGain(config.shaped_gamma_init, shape, trainable) if config.centre_attention else None
+        self.num_key_value_groups = config.num_attention_heads // config.num_key_value_heads
 
     def forward(self, attn_output, attn_weights, values, current_values, masks: AttentionMasks):
-        """`values` are all keys' values (cache included), `current_values` this step's, both `(B, H, T, D)`."""
+        """`values` are all keys' values (cache included), `current_values` this step's, both `(B, H_kv, T, D)`:
+        grouped-query values are repeated to one per query head (Value-SkipInit's `α·X` needs them per head)."""
+        values, current_values = (repeat_kv(v, self.num_key_value_groups) for v in (values, current_values))
         if attn_weights is not None:  # eager: the output comes from the matrix it reports (in the autograd graph)
             attn_weights = self.effective_weights(attn_weights, masks)
             return (attn_weights @ values.to(attn_weights.dtype)).transpose(1, 2).to(values.dtype), attn_weights
@@ -630,8 +650,20 @@ class ShapedMixing(nn.Module):
         return weights.transpose(1, 2).to(attn_weights.dtype)
 
 
+def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """Grouped-query attention: `(B, H_kv, T, D)` → `(B, H_kv·n_rep, T, D)`, each key/value head serving `n_rep`
+    consecutive query heads (`torch.repeat_interleave` on dim 1, as Llama's)."""
+    if n_rep == 1:
+        return hidden_states
+    batch, kv_heads, length, head_dim = hidden_states.shape
+    hidden_states = hidden_states[:, :, None].expand(batch, kv_heads, n_rep, length, head_dim)
+    return hidden_states.reshape(batch, kv_heads * n_rep, length, head_dim)
+
+
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Reference attention that materialises the weights (`attn_implementation="eager"`)."""
+    """Reference attention that materialises the weights (`attn_implementation="eager"`); grouped-query keys and
+    values are repeated per query head (`module.num_key_value_groups`)."""
+    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
     attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
@@ -664,6 +696,8 @@ class SimplifiedAttention(nn.Module):
         self.config = config
         self.layer_idx = layer_idx
         self.num_heads = config.num_attention_heads
+        self.num_key_value_heads = config.num_key_value_heads
+        self.num_key_value_groups = self.num_heads // self.num_key_value_heads  # read by the attention interface
         self.head_dim = config.head_dim
         self.scaling = self.head_dim**-0.5
         self.is_causal = config.is_causal is not False
@@ -691,8 +725,8 @@ class SimplifiedAttention(nn.Module):
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, q_len, _ = hidden_states.shape
-        heads = lambda t: t.view(batch, q_len, self.num_heads, self.head_dim).transpose(1, 2)  # noqa: E731
-        query, key, value = (heads(t) for t in self.qkv(hidden_states))
+        heads = lambda t: t.view(batch, q_len, -1, self.head_dim).transpose(1, 2)  # noqa: E731
+        query, key, value = (heads(t) for t in self.qkv(hidden_states))  # keys, values: num_key_value_heads
         query, key = apply_rotary(self.q_norm(query), self.k_norm(key), position_embeddings)
         past_length = _cache_length(past_key_values, self.layer_idx)
         current_value = value
@@ -946,8 +980,8 @@ def _init_linear(module: nn.Linear, std: float):
         return
     d = module.in_features
     module.weight[:d].normal_(0.0, declared.query_init_std)
-    if declared.value_orthogonal:
-        torch.nn.init.orthogonal_(module.weight[2 * d :])
+    if declared.value_orthogonal:  # the value rows: the second half after W^Q's d rows
+        torch.nn.init.orthogonal_(module.weight[d + (module.out_features - d) // 2 :])
 
 
 def _tie_reparam_inits(model: nn.Module, config: SimplifiedConfig):

@@ -151,18 +151,19 @@ def test_incompatible_llama_conversions_name_field():
                 )
             )
         )
-    gqa = LlamaForCausalLM(
-        LlamaConfig(
-            num_hidden_layers=1,
-            hidden_size=D,
-            num_attention_heads=H,
-            num_key_value_heads=2,
-            intermediate_size=48,
-            vocab_size=V,
+    with pytest.raises(ConversionError, match="num_key_value_heads=2 .needs 4."):
+        simplified_to_gpt2(
+            SimplifiedForCausalLM(
+                tiny_config(
+                    "pre_ln",
+                    num_key_value_heads=2,
+                    norm_type="layernorm",
+                    attention_bias=True,
+                    mlp_bias=True,
+                    hidden_act="gelu_new",
+                )
+            )
         )
-    )
-    with pytest.raises(ConversionError, match="num_key_value_heads"):
-        llama_to_simplified(gqa)
 
 
 @pytest.mark.parametrize(
@@ -967,3 +968,130 @@ def test_cli_bert_and_llama(tmp_path, capsys):
     assert main(["llama-to-simplified", str(tmp_path / "llama"), str(tmp_path / "ours-llama")]) == 0
     assert main(["simplified-to-llama", str(tmp_path / "ours-llama"), str(tmp_path / "llama-back")]) == 0
     _assert_same_state(llama.state_dict(), LlamaForCausalLM.from_pretrained(tmp_path / "llama-back").state_dict())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Exact or refused, field by field
+# ----------------------------------------------------------------------------------------------------------------
+#: Every SimplifiedConfig field, with values that change it (and what a valid config then needs alongside).
+FIELD_FLIPS = {
+    "block_type": [{"block_type": "normformer"}, {"block_type": "parallel"}],
+    "vocab_size": [{"vocab_size": 80}],
+    "hidden_size": [{"hidden_size": 48}],
+    "num_hidden_layers": [{"num_hidden_layers": 3}],
+    "num_attention_heads": [{"num_attention_heads": 8, "num_key_value_heads": 8}],
+    "num_key_value_heads": [{"num_key_value_heads": 2}],
+    "intermediate_size": [{"intermediate_size": 40}],
+    "hidden_act": [{"hidden_act": "relu"}, {"hidden_act": "gelu"}, {"hidden_act": "geglu"}],
+    "leaky_relu_slope": [{"leaky_relu_slope": 0.2}],
+    "position_embedding_type": [{"position_embedding_type": "sinusoidal"}],
+    "max_position_embeddings": [{"max_position_embeddings": 40}],
+    "rope_theta": [{"rope_theta": 500.0}],
+    "parallel_block": [{"parallel_block": True, "attn_skip_gain": 0.0}],
+    "norm_position": [{"norm_position": "post"}],
+    "norm_type": [{"norm_type": "rmsnorm"}, {"norm_type": "layernorm"}],
+    "norm_eps": [{"norm_eps": 1e-3}],
+    "norm_bias": [{"norm_bias": False}],
+    "embedding_norm": [{"embedding_norm": "layernorm"}],
+    "final_norm": [{"final_norm": "none"}],
+    "first_layer_norm": [{"first_layer_norm": "rmsnorm"}, {"first_layer_norm": "layernorm"}],
+    "rmsnorm_eps_position": [{"rmsnorm_eps_position": "outside"}],
+    "qk_norm": [{"qk_norm": "rmsnorm"}],
+    "type_vocab_size": [{"type_vocab_size": 2}],
+    "scale_embedding": [{"scale_embedding": True}],
+    "attn_skip_gain": [{"attn_skip_gain": 0.5}],
+    "mlp_skip_gain": [{"mlp_skip_gain": 0.5}],
+    "beta_sa_init": [{"beta_sa_init": 0.5}],
+    "beta_ff_init": [{"beta_ff_init": 0.5}],
+    "block_gains_trainable": [{"block_gains_trainable": True}],
+    "skip_gains_trainable": [{"skip_gains_trainable": True}],
+    "attention_type": [{"attention_type": "shaped"}],
+    "shaped_alpha_init": [{"shaped_alpha_init": 0.5}],
+    "shaped_beta_init": [{"shaped_beta_init": 0.5}],
+    "shaped_gamma_init": [{"shaped_gamma_init": 0.5}],
+    "shaped_gains_per_head": [{"shaped_gains_per_head": False}],
+    "shaped_gains_trainable": [{"shaped_gains_trainable": False}],
+    "centre_attention": [{"centre_attention": False}],
+    "value_mode": [{"value_mode": "identity"}, {"value_mode": "reparam"}],
+    "projection_mode": [{"projection_mode": "identity"}, {"projection_mode": "reparam"}],
+    "first_layer_value_mode": [{"first_layer_value_mode": "reparam"}],
+    "value_projection_init": [{"value_projection_init": "orthogonal"}],
+    "reparam_init": [{"reparam_init": "orthogonal"}],
+    "reparam_tie": [
+        {
+            "reparam_tie": "all_blocks",
+            "reparam_init": "orthogonal",
+            "value_mode": "reparam",
+            "projection_mode": "reparam",
+        }
+    ],
+    "reparam_alpha_init": [{"reparam_alpha_init": 0.5}],
+    "reparam_beta_init": [{"reparam_beta_init": 0.5}],
+    "reparam_gains_trainable": [{"reparam_gains_trainable": False}],
+    "query_init_std": [{"query_init_std": 0.0}],
+    "head_scale": [{"head_scale": "before_proj"}, {"head_scale": "after_proj"}],
+    "attn_branch_norm": [{"attn_branch_norm": True}],
+    "mlp_act_norm": [{"mlp_act_norm": True}],
+    "residual_scale": [{"residual_scale": True}],
+    "attention_bias": [{"attention_bias": True}, {"attention_bias": False}],
+    "mlp_bias": [{"mlp_bias": True}, {"mlp_bias": False}],
+    "frozen_biases": [{"frozen_biases": True, "attention_bias": True}],
+    "tie_word_embeddings": [{"tie_word_embeddings": False}],
+    "initializer_range": [{"initializer_range": 0.05}],
+    "init_scheme": [{"init_scheme": "gpt2"}, {"init_scheme": "normal"}],
+    "attention_dropout": [{"attention_dropout": 0.1}],
+    "hidden_dropout": [{"hidden_dropout": 0.1}],
+    "embedding_dropout": [{"embedding_dropout": 0.1}],
+    "classifier_dropout": [{"classifier_dropout": 0.1}],
+    "pad_vocab_size_multiple": [{"pad_vocab_size_multiple": 64}],
+    "is_causal": [{"is_causal": False}],
+    "use_cache": [{"use_cache": False}],
+    "pad_token_id": [{"pad_token_id": 3}],
+    "bos_token_id": [{"bos_token_id": 1}],
+    "eos_token_id": [{"eos_token_id": 2}, {"eos_token_id": [2, 5]}],
+}
+NATIVE_BASES = {
+    "GPT-2": (
+        dict(norm_type="layernorm", attention_bias=True, mlp_bias=True, hidden_act="gelu_new"),
+        simplified_to_gpt2,
+    ),
+    "Llama": (dict(hidden_act="swiglu", position_embedding_type="rotary"), simplified_to_llama),
+}
+
+
+def test_field_flips_cover_every_config_field():
+    """A new config field must be added to FIELD_FLIPS: the converters check it only if this test flips it."""
+    import dataclasses
+
+    from modeling_simplified import SimplifiedConfig
+
+    fields = {f.name for f in dataclasses.fields(SimplifiedConfig) if f.name in SimplifiedConfig.__annotations__}
+    assert set(FIELD_FLIPS) == fields
+
+
+@pytest.mark.parametrize("target", NATIVE_BASES)
+@pytest.mark.parametrize("field", FIELD_FLIPS)
+def test_every_field_converts_exactly_or_is_refused_by_name(target, field):
+    """Ours -> GPT-2 / Llama with one field changed from a convertible model: the logits agree within 1e-5, or the
+    ConversionError names that field (perturbed weights and gains, so no change hides behind an init value)."""
+    base, convert = NATIVE_BASES[target]
+    for flip in FIELD_FLIPS[field]:
+        config = tiny_config(**{"block_type": "pre_ln", **base, **flip})
+        ours = perturb_(SimplifiedForCausalLM(config)).eval()
+        try:
+            native = convert(ours)
+        except ConversionError as error:
+            assert f"{field}=" in str(error), (flip, str(error))
+            continue
+        ids = _ids(vocab=min(V, config.vocab_size))
+        with torch.no_grad():
+            expected = ours(ids).logits[..., : config.vocab_size]
+            assert torch.allclose(native(ids).logits, expected, atol=1e-5, rtol=0), flip
+
+
+@pytest.mark.parametrize("convert", [simplified_to_gpt2, simplified_to_llama])
+def test_scale_embedding_is_refused(convert):
+    """The drift the preset-derived check fixes: `scale_embedding` was missing from a hand-written list."""
+    base = NATIVE_BASES["GPT-2" if convert is simplified_to_gpt2 else "Llama"][0]
+    with pytest.raises(ConversionError, match="scale_embedding=True"):
+        convert(SimplifiedForCausalLM(tiny_config("pre_ln", scale_embedding=True, **base)))

@@ -395,8 +395,9 @@ class SimplifiedConfig(PreTrainedConfig):
                 raise ValueError(f"SimplifiedConfig.{name} must be finite, got {getattr(self, name)}.")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
-                f"SimplifiedConfig.hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
-                f"({self.num_attention_heads}); allowed head counts divide the width."
+                f"SimplifiedConfig.num_attention_heads={self.num_attention_heads} does not divide hidden_size="
+                f"{self.hidden_size}: hidden_size must be divisible by num_attention_heads (allowed head counts "
+                "divide the width)."
             )
         if self.position_embedding_type == "rotary" and (self.hidden_size // self.num_attention_heads) % 2:
             raise ValueError(

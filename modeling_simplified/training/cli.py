@@ -157,14 +157,37 @@ def pretrained_dir(path: str) -> Path:
     root = Path(path)
     for candidate in (root / "export", root):
         if (candidate / "config.json").is_file():
-            return candidate
+            return _checked_pretrained(candidate)
     checkpoint = latest_checkpoint(root) if root.is_dir() else None
     if checkpoint is not None:
-        return checkpoint
+        return _checked_pretrained(checkpoint)
     raise UsageError(
         f"--init-from {path!r}: no pretrained model there (expected a run directory, an export or a "
         "checkpoint folder with config.json)."
     )
+
+
+def _first_line(err: BaseException) -> str:
+    """What a CLI prints of an error: the first line of its message (load reports and tracebacks stay out)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _checked_pretrained(folder: Path) -> Path:
+    """`folder`, once its config.json is a JSON object of this model family (named in the error if not)."""
+    config_file = folder / "config.json"
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UsageError(f"--init-from: {config_file} is not valid JSON: {err}.") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"--init-from: {config_file} must hold a JSON object, got a {type(config).__name__}.")
+    if config.get("model_type") != "simplified":
+        raise UsageError(
+            f"--init-from: {config_file} is a checkpoint of model_type {config.get('model_type')!r}, not of this "
+            "family ('simplified'); convert it first (simplified-convert)."
+        )
+    return folder
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -249,7 +272,7 @@ def _model_and_tokenizer(plan: RunPlan):
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(plan.init_from))
         except Exception as err:  # noqa: BLE001
-            raise UsageError(f"--init-from {plan.init_from}: no tokenizer there ({err}).") from None
+            raise UsageError(f"--init-from {plan.init_from}: no tokenizer there ({_first_line(err)}).") from None
     vocab = preset.model.get("vocab_size", 50257)
     data = build_task_data(preset.task, preset.data, vocab, plan.explicit_dataset, tokenizer)
     tokenizer = data.tokenizer
@@ -271,7 +294,7 @@ def _model_and_tokenizer(plan: RunPlan):
         try:
             model = cls.from_pretrained(str(plan.init_from), **fine_tune, **extra)
         except Exception as err:  # noqa: BLE001
-            raise UsageError(f"--init-from {plan.init_from}: cannot load a model there ({err}).") from None
+            raise UsageError(f"--init-from {plan.init_from}: cannot load a model there ({_first_line(err)}).") from None
     else:
         first = lambda *ids: next((i for i in ids if i is not None), None)  # noqa: E731
         specials = dict(
@@ -531,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = plan_run(args)
         metrics = run(plan, diagnostics=args.diagnostics, export=not args.no_export, raptr=_raptr_options(args))
     except UsageError as err:
-        print(f"simplified-train: error: {err}", file=sys.stderr)
+        print(f"simplified-train: error: {_first_line(err)}", file=sys.stderr)
         return 2
     summary = {
         k: round(metrics[k], 4) if isinstance(metrics[k], float) else metrics[k]

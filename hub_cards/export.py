@@ -177,7 +177,9 @@ def export_model(model, output_dir: str | os.PathLike, tokenizer=None, run_info:
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.partial-", dir=output_dir.parent))
-    staging.chmod(0o755)  # mkdtemp makes 0700; a save_pretrained folder is 0755
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes 0700; save_pretrained's os.makedirs gives 0777 less the umask
     try:
         model.save_pretrained(staging)
         if architecture == "SimplifiedForCausalLM":

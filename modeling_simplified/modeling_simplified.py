@@ -818,8 +818,10 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
         """transformers' `from_pretrained`, then the config's fixed parameters (frozen gains, `frozen_biases`) are
         frozen again: loading re-creates every parameter as trainable."""
         output_loading_info = kwargs.pop("output_loading_info", False)
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        _refuse_unmatched_file(cls, source, kwargs)  # a local file, before transformers logs its load report
         model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        _refuse_unmatched_checkpoint(model, info, args[0] if args else kwargs.get("pretrained_model_name_or_path"))
+        _refuse_unmatched_checkpoint(model, info, source)
         for name in model._fixed_parameters:
             model.get_parameter(name).requires_grad_(False)
         return (model, info) if output_loading_info else model
@@ -867,6 +869,34 @@ def _init_linear(module: nn.Linear, std: float):
     module.weight[:d].normal_(0.0, query_std)
     if getattr(module, "value_orthogonal", False):
         torch.nn.init.orthogonal_(module.weight[2 * d :])
+
+
+def _refuse_unmatched_file(cls, source, kwargs: dict):
+    """`_refuse_unmatched_checkpoint` for a local folder's single `model.safetensors`, read before loading: its
+    tensor names against those of the model (built on the meta device), so a refusal is one error, not a load
+    report followed by one."""
+    if source is None or kwargs.get("subfolder") or not os.path.isdir(source):
+        return
+    path = os.path.join(source, "model.safetensors")
+    if not os.path.isfile(path):
+        return
+    from safetensors import safe_open
+
+    try:
+        with safe_open(path, framework="pt") as weights:
+            keys = list(weights.keys())
+    except Exception as err:  # noqa: BLE001  (safetensors' errors share no base class with OSError)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{path} is not a readable safetensors file: {first}.") from None
+    config = kwargs.get("config")
+    if config is None or isinstance(config, (str, os.PathLike)):
+        config = cls.config_class.from_pretrained(config or source)
+    with torch.device("meta"):
+        model = cls(config)
+    expected = set(model.state_dict())
+    prefix = f"{model.base_model_prefix}."
+    if not any(k in expected or prefix + k in expected or k.removeprefix(prefix) in expected for k in keys):
+        _refuse_unmatched_checkpoint(model, {"missing_keys": expected, "unexpected_keys": keys}, source)
 
 
 def _refuse_unmatched_checkpoint(model: nn.Module, info: dict, source):

@@ -40,13 +40,30 @@ def load_checkpoint(path: str | os.PathLike):
     config_file = path / "config.json"
     if not config_file.is_file():
         raise ExportError(f"{path} is not a saved model or checkpoint folder: it has no config.json.")
-    config = json.loads(config_file.read_text())
+    try:
+        config = json.loads(config_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ExportError(f"{config_file} is not valid JSON: {err}.") from None
+    if not isinstance(config, dict):
+        raise ExportError(f"{config_file} must hold a JSON object, got a {type(config).__name__}.")
     if config.get("model_type") != "simplified":
         raise ExportError(f"{config_file}: model_type is {config.get('model_type')!r}, expected 'simplified'.")
     architectures = config.get("architectures") or []
-    if len(architectures) != 1 or architectures[0] not in HEADS:
+    if not isinstance(architectures, list) or len(architectures) != 1 or architectures[0] not in HEADS:
         raise ExportError(f"{config_file}: architectures is {architectures!r}; expected one of {', '.join(HEADS)}.")
-    return getattr(modeling, architectures[0]).from_pretrained(path)
+    try:
+        return getattr(modeling, architectures[0]).from_pretrained(path)
+    except ValueError as err:  # an invalid field names itself; an unmatched checkpoint names its file
+        where = "" if str(path) in str(err) else f"{config_file}: "
+        raise ExportError(f"{where}{one_line(err)}") from None
+    except Exception as err:  # noqa: BLE001  (safetensors' and torch's errors have no common base)
+        raise ExportError(f"{path / 'model.safetensors'}: cannot load the weights: {one_line(err)}") from None
+
+
+def one_line(err: BaseException) -> str:
+    """The first line of an error's message (or its type when it has none): what a CLI prints."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def run_info_from_trainer_state(path: str | os.PathLike) -> dict[str, Any]:
@@ -144,7 +161,10 @@ def export_model(model, output_dir: str | os.PathLike, tokenizer=None, run_info:
         if tokenizer is None and any((source / f).is_file() for f in _TOKENIZER_FILES):
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(source)
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(source)
+            except Exception as err:  # noqa: BLE001
+                raise ExportError(f"{source}: cannot load its tokenizer files: {one_line(err)}") from None
         model = load_checkpoint(source)
     architecture = type(model).__name__
     if architecture not in HEADS or getattr(model.config, "model_type", None) != "simplified":
@@ -157,6 +177,9 @@ def export_model(model, output_dir: str | os.PathLike, tokenizer=None, run_info:
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.partial-", dir=output_dir.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes 0700; save_pretrained's os.makedirs gives 0777 less the umask
     try:
         model.save_pretrained(staging)
         if architecture == "SimplifiedForCausalLM":
@@ -179,7 +202,6 @@ def export_model(model, output_dir: str | os.PathLike, tokenizer=None, run_info:
         if output_dir.exists():
             shutil.rmtree(output_dir)  # a previous export (checked above)
         os.replace(staging, output_dir)
-        output_dir.chmod(0o755)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -209,7 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_info: dict[str, Any] = {}
         if args.run_info:
-            run_info = json.loads(Path(args.run_info).read_text())
+            try:
+                run_info = json.loads(Path(args.run_info).read_text())
+            except json.JSONDecodeError as err:
+                raise ExportError(f"--run-info {args.run_info} is not valid JSON: {err}.") from None
+            if not isinstance(run_info, dict):
+                raise ExportError(f"--run-info {args.run_info} must hold a JSON object, got {type(run_info).__name__}.")
         for key, value in (
             ("datasets", args.dataset),
             ("loss_curve", args.loss_curve),
@@ -222,10 +249,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.tokenizer:
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+            except Exception as err:  # noqa: BLE001
+                raise ExportError(f"--tokenizer {args.tokenizer}: cannot load a tokenizer: {one_line(err)}") from None
         out = export_model(args.checkpoint_dir, args.output_dir, tokenizer=tokenizer, run_info=run_info)
     except (ValueError, OSError) as exc:  # ExportError, bad run_info, unreadable files
-        parser.exit(2, f"simplified-export: error: {exc}\n")
+        parser.exit(2, f"simplified-export: error: {one_line(exc)}\n")
     print(f"exported to {out}")
     for path in sorted(out.iterdir()):
         print(f"  {path.name}")

@@ -7,6 +7,7 @@ is then pinned to the uploaded commit (a second, README-only commit, unless `--n
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -33,6 +34,23 @@ def _check_export_dir(folder: Path) -> None:
         raise ValueError(
             f"{folder} is not an export folder (missing {', '.join(missing)}); create one with simplified-export first."
         )
+    config_file = folder / "config.json"
+    try:
+        config = json.loads(config_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{config_file} is not valid JSON: {err}.") from None
+    if not isinstance(config, dict) or config.get("model_type") != "simplified":
+        found = config.get("model_type") if isinstance(config, dict) else f"a JSON {type(config).__name__}"
+        raise ValueError(f"{config_file}: expected a config object with model_type 'simplified', found {found!r}.")
+    from safetensors import safe_open
+
+    try:
+        with safe_open(folder / "model.safetensors", framework="pt") as weights:
+            if not list(weights.keys()):
+                raise ValueError("it holds no tensors")
+    except Exception as err:  # noqa: BLE001  (safetensors' errors have no common base with OSError)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{folder / 'model.safetensors'} is not a readable weights file: {first}.") from None
 
 
 def make_api(endpoint: str | None = None, token: str | None = None):

@@ -178,6 +178,17 @@ def _type_ok(value, annotation) -> bool:
     return True
 
 
+def check_type(value, annotation, where: str):
+    """The one type check of the family (config fields and training presets): `value` against a simple annotation
+    (`int`, `float`, `bool`, `str`, `list[X]`, `X | None`); bools are not numbers, ints are accepted for floats (and
+    returned as floats). Raises one `ValueError` naming `where` and the allowed types."""
+    if not _type_ok(value, annotation):
+        raise ValueError(f"{where} must be of type {_type_name(annotation)}, got {value!r} ({type(value).__name__}).")
+    if annotation is float or (float in typing.get_args(annotation) and int not in typing.get_args(annotation)):
+        return float(value) if isinstance(value, int) else value
+    return value
+
+
 class SimplifiedConfig(PreTrainedConfig):
     r"""Configuration of [`SimplifiedModel`] and its heads.
 
@@ -321,7 +332,13 @@ class SimplifiedConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        self.auto_map = _complete_auto_map(getattr(self, "auto_map", None) or {})
+        auto_map = getattr(self, "auto_map", None) or {}
+        if not isinstance(auto_map, dict) or not all(isinstance(v, (str, list)) for v in auto_map.values()):
+            raise ValueError(
+                f"SimplifiedConfig.auto_map must be an object mapping Auto class names to 'module.Class' strings "
+                f"(e.g. {AUTO_MAP['AutoConfig']!r}), got {auto_map!r}."
+            )
+        self.auto_map = _complete_auto_map(auto_map)
         self._check_types()
         if self.block_type not in BLOCK_TYPES:
             raise ValueError(_choice_error("block_type", self.block_type, BLOCK_TYPES))
@@ -346,12 +363,8 @@ class SimplifiedConfig(PreTrainedConfig):
     # -- validation: every bad value raises one ValueError naming the field ---------------------------------
     def _check_types(self):
         for f in dataclasses.fields(SimplifiedConfig):
-            if f.name in SimplifiedConfig.__annotations__ and not _type_ok(getattr(self, f.name), f.type):
-                value = getattr(self, f.name)
-                raise ValueError(
-                    f"SimplifiedConfig.{f.name} must be of type {_type_name(f.type)}, got {value!r} "
-                    f"({type(value).__name__})."
-                )
+            if f.name in SimplifiedConfig.__annotations__:
+                check_type(getattr(self, f.name), f.type, f"SimplifiedConfig.{f.name}")
 
     def _check_values(self):
         for name, allowed in _CHOICES.items():
@@ -384,11 +397,14 @@ class SimplifiedConfig(PreTrainedConfig):
             )
         if not math.isfinite(self.rope_theta) or self.rope_theta <= 0:
             raise ValueError(f"SimplifiedConfig.rope_theta must be a finite number > 0, got {self.rope_theta}.")
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(
-                f"SimplifiedConfig.pad_token_id must be in [0, vocab_size={self.vocab_size}) or None, "
-                f"got {self.pad_token_id}."
-            )
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            ids = getattr(self, name)
+            ids = [] if ids is None else ids if isinstance(ids, list) else [ids]
+            if not all(0 <= i < self.vocab_size for i in ids):
+                raise ValueError(
+                    f"SimplifiedConfig.{name} must be None or token ids in [0, vocab_size={self.vocab_size}), "
+                    f"got {getattr(self, name)!r}."
+                )
         for name in ("attention_dropout", "hidden_dropout", "embedding_dropout", "classifier_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"SimplifiedConfig.{name} must be in [0, 1), got {getattr(self, name)}.")
@@ -408,8 +424,9 @@ class SimplifiedConfig(PreTrainedConfig):
                 raise ValueError(f"SimplifiedConfig.{name} must be finite, got {getattr(self, name)}.")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
-                f"SimplifiedConfig.hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
-                f"({self.num_attention_heads}); allowed head counts divide the width."
+                f"SimplifiedConfig.num_attention_heads={self.num_attention_heads} does not divide hidden_size="
+                f"{self.hidden_size}: hidden_size must be divisible by num_attention_heads (allowed head counts "
+                "divide the width)."
             )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
@@ -469,10 +486,12 @@ class SimplifiedConfig(PreTrainedConfig):
                 f"SimplifiedConfig.reparam_tie={self.reparam_tie!r} ties random W_init: reparam_init must be "
                 "'orthogonal' or 'normal', got 'identity' (which is already tied)."
             )
-        if self.reparam_tie != "none" and not (self.value_mode == self.projection_mode == "reparam"):
+        modes = (self.value_mode, self.first_layer_value_mode, self.projection_mode)
+        if self.reparam_tie != "none" and modes != ("reparam",) * 3:
             raise ValueError(
-                f"SimplifiedConfig.reparam_tie={self.reparam_tie!r} needs value_mode and projection_mode both "
-                f"'reparam', got {self.value_mode!r} and {self.projection_mode!r}."
+                f"SimplifiedConfig.reparam_tie={self.reparam_tie!r} ties every block's W^V_init and W^P_init: it needs "
+                "value_mode, first_layer_value_mode and projection_mode all 'reparam', got "
+                f"{self.value_mode!r}, {self.first_layer_value_mode!r} and {self.projection_mode!r}."
             )
         if isinstance(self.eos_token_id, list) and not all(isinstance(t, int) for t in self.eos_token_id):
             raise ValueError(
@@ -508,11 +527,13 @@ def _complete_auto_map(auto_map: dict) -> dict:
 def _type_name(annotation) -> str:
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         return " | ".join(_type_name(a) for a in typing.get_args(annotation))
-    return getattr(annotation, "__name__", str(annotation))
+    if annotation is type(None):
+        return "None"
+    return str(annotation) if typing.get_origin(annotation) else annotation.__name__
 
 
 def _choice_error(name: str, value, allowed) -> str:
     return f"SimplifiedConfig.{name}={value!r} is not valid; allowed values: {', '.join(map(repr, allowed))}."
 
 
-__all__ = ["SimplifiedConfig", "BLOCK_TYPES", "BLOCK_PRESETS"]
+__all__ = ["SimplifiedConfig", "BLOCK_TYPES", "BLOCK_PRESETS", "check_type"]

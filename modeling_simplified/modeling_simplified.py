@@ -8,6 +8,7 @@ code" is the paper's released code, https://github.com/bobby-he/simplified_trans
 
 import copy
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -906,11 +907,14 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args, **kwargs):
         """transformers' `from_pretrained`, then the config's fixed parameters (frozen gains, `frozen_biases`) are
         frozen again: loading re-creates every parameter as trainable."""
-        loaded = super().from_pretrained(*args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        _refuse_unmatched_file(cls, source, kwargs)  # a local file, before transformers logs its load report
+        model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        _refuse_unmatched_checkpoint(model, info, source)
         for name in model._fixed_parameters:
             model.get_parameter(name).requires_grad_(False)
-        return loaded
+        return (model, info) if output_loading_info else model
 
     @staticmethod
     def _load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kwargs):
@@ -982,6 +986,55 @@ def _init_linear(module: nn.Linear, std: float):
     module.weight[:d].normal_(0.0, declared.query_init_std)
     if declared.value_orthogonal:  # the value rows: the second half after W^Q's d rows
         torch.nn.init.orthogonal_(module.weight[d + (module.out_features - d) // 2 :])
+
+
+def _refuse_unmatched_file(cls, source, kwargs: dict):
+    """`_refuse_unmatched_checkpoint` for a local folder's single `model.safetensors`, read before loading: its
+    tensor names against those of the model (built on the meta device), so a refusal is one error, not a load
+    report followed by one."""
+    if source is None or kwargs.get("subfolder") or not os.path.isdir(source):
+        return
+    path = os.path.join(source, "model.safetensors")
+    if not os.path.isfile(path):
+        return
+    from safetensors import safe_open
+
+    try:
+        with safe_open(path, framework="pt") as weights:
+            keys = list(weights.keys())
+    except Exception as err:  # noqa: BLE001  (safetensors' errors share no base class with OSError)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{path} is not a readable safetensors file: {first}.") from None
+    config = kwargs.get("config")
+    if config is None or isinstance(config, (str, os.PathLike)):
+        config = cls.config_class.from_pretrained(config or source)
+    with torch.device("meta"):
+        model = cls(config)
+    expected = set(model.state_dict())
+    prefix = f"{model.base_model_prefix}."
+    if not any(k in expected or prefix + k in expected or k.removeprefix(prefix) in expected for k in keys):
+        _refuse_unmatched_checkpoint(model, {"missing_keys": expected, "unexpected_keys": keys}, source)
+
+
+def _refuse_unmatched_checkpoint(model: nn.Module, info: dict, source):
+    """A checkpoint none of whose tensors is one of the model's (an empty weights file, every key renamed, another
+    model's weights) is no checkpoint of this model: refuse it rather than return a randomly initialised model.
+    Partial loads (e.g. a new head on saved base weights) keep transformers' load report."""
+    missing = set(info.get("missing_keys", ()))
+    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
+    expected = {name for name in model.state_dict() if name not in tied}
+    if expected and expected <= missing:
+        where = os.path.join(source, "model.safetensors") if source is not None and os.path.isdir(source) else source
+        unexpected = sorted(info.get("unexpected_keys", ()))
+        found = (
+            f"its tensors are {', '.join(unexpected[:3])}{', …' if len(unexpected) > 3 else ''}"
+            if unexpected
+            else "it holds no tensors"
+        )
+        raise ValueError(
+            f"{where}: no tensor of the checkpoint matches {type(model).__name__} ({found}); expected names such as "
+            f"{', '.join(sorted(expected)[:3])}. Is this a checkpoint of a simplified-transformers model?"
+        )
 
 
 def _tie_reparam_inits(model: nn.Module, config: SimplifiedConfig):
@@ -1164,6 +1217,17 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
 
     def set_output_embeddings(self, new_embeddings: nn.Linear):
         self.lm_head = new_embeddings
+
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate`, for causal models only: a bidirectional model (`is_causal=False`, e.g. a
+        masked-LM checkpoint) lets earlier tokens attend to later ones, so cached decoding cannot equal recomputing
+        the prefix, and neither is the left-to-right model it was not trained as."""
+        if not self.config.is_causal:
+            raise ValueError(
+                "SimplifiedForCausalLM.generate needs a causal model, but config.is_causal is False (a bidirectional, "
+                "e.g. masked-LM, checkpoint). Load it with is_causal=True to decode left to right anyway."
+            )
+        return super().generate(*args, **kwargs)
 
     @staticmethod
     def create_masks_for_generate(

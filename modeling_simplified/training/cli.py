@@ -135,6 +135,12 @@ class RunPlan:
     init_from: Path | None
 
 
+def _first_line(err: BaseException) -> str:
+    """What a CLI prints of an error: the first line of its message (load reports and tracebacks stay out)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def plan_run(args: argparse.Namespace) -> RunPlan:
     """Resolve preset, overrides and output directory; raises UsageError before anything is written."""
     if args.resume and args.overwrite:
@@ -219,7 +225,7 @@ def _model_and_tokenizer(plan: RunPlan):
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(plan.init_from))
         except Exception as err:  # noqa: BLE001
-            raise UsageError(f"--init-from {plan.init_from}: no tokenizer there ({err}).") from None
+            raise UsageError(f"--init-from {plan.init_from}: no tokenizer there ({_first_line(err)}).") from None
     vocab = preset.model.get("vocab_size", 50257)
     data = build_task_data(preset.task, preset.data, vocab, plan.explicit_dataset, tokenizer)
     tokenizer = data.tokenizer
@@ -241,7 +247,7 @@ def _model_and_tokenizer(plan: RunPlan):
         try:
             model = cls.from_pretrained(str(plan.init_from), **fine_tune, **extra)
         except Exception as err:  # noqa: BLE001
-            raise UsageError(f"--init-from {plan.init_from}: cannot load a model there ({err}).") from None
+            raise UsageError(f"--init-from {plan.init_from}: cannot load a model there ({_first_line(err)}).") from None
     else:
         first = lambda *ids: next((i for i in ids if i is not None), None)  # noqa: E731
         specials = dict(
@@ -490,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = plan_run(args)
         metrics = run(plan, diagnostics=args.diagnostics, export=not args.no_export, raptr=_raptr_options(args))
     except UsageError as err:
-        print(f"simplified-train: error: {err}", file=sys.stderr)
+        print(f"simplified-train: error: {_first_line(err)}", file=sys.stderr)
         return 2
     summary = {
         k: round(metrics[k], 4) if isinstance(metrics[k], float) else metrics[k]

@@ -17,12 +17,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import types
 import typing
 from pathlib import Path
 from typing import Any
 
-from modeling_simplified.configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig
+from modeling_simplified.configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig, check_type
 
 #: Where the preset JSONs live: `configuration/` at the repository root (a checkout or an editable install), which a
 #: regular install places at `modeling_simplified/configuration/` (pyproject package-dir).
@@ -384,19 +383,11 @@ def _check_keys(mapping: dict, allowed, where: str) -> None:
 
 
 def _typed(value, annotation, where: str):
-    """Check `value` against a simple annotation; ints are accepted for floats."""
-    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
-    for arg in args:
-        if arg is type(None) and value is None:
-            return value
-        if arg is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if arg is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if arg in (str, bool) and isinstance(value, arg):
-            return value
-    names = " | ".join("null" if a is type(None) else a.__name__ for a in args)
-    raise UsageError(f"{where} must be of type {names}, got {value!r}.")
+    """`value` checked by the config's one type checker (`check_type`); ints are accepted for floats."""
+    try:
+        return check_type(value, annotation, where)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _dataclass_from(cls, raw: dict, where: str):

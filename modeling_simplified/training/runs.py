@@ -31,11 +31,28 @@ def pretrained_dir(path: str) -> Path:
     root = Path(path)
     for candidate in (root / "export", root):
         if (candidate / "config.json").is_file():
-            return candidate
+            return _checked_pretrained(candidate)
     checkpoint = latest_checkpoint(root) if root.is_dir() else None
     if checkpoint is not None:
-        return checkpoint
+        return _checked_pretrained(checkpoint)
     raise UsageError(
         f"--init-from {path!r}: no pretrained model there (expected a run directory, an export or a "
         "checkpoint folder with config.json)."
     )
+
+
+def _checked_pretrained(folder: Path) -> Path:
+    """`folder`, once its config.json is a JSON object of this model family (named in the error if not)."""
+    config_file = folder / "config.json"
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UsageError(f"--init-from: {config_file} is not valid JSON: {err}.") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"--init-from: {config_file} must hold a JSON object, got a {type(config).__name__}.")
+    if config.get("model_type") != "simplified":
+        raise UsageError(
+            f"--init-from: {config_file} is a checkpoint of model_type {config.get('model_type')!r}, not of this "
+            "family ('simplified'); convert it first (simplified-convert)."
+        )
+    return folder

@@ -1203,6 +1203,86 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         return BaseModelOutputWithPast(last_hidden_state=self.norm(hidden_states), past_key_values=past_key_values)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Loss: the LM head and cross-entropy fused, a chunk of rows at a time
+# ----------------------------------------------------------------------------------------------------------------
+LOSS_CHUNK_ELEMENTS = 1 << 23  # logits per chunk (32 MB in float32): a few hundred rows at a 50K vocabulary
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """Summed cross-entropy of `x·Wᵀ + b` against `targets`, a chunk of rows at a time, so that neither the
+    `(rows, vocab)` logits nor their gradient ever exist whole. The loss is a scalar, so each chunk's gradients
+    (softmax − one-hot, times W and times x) are computed in the forward pass and backward only scales them: the
+    same three GEMMs as an unfused head, and no vocabulary-sized temporaries (Liger-Kernel's fused linear
+    cross-entropy, in plain torch)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, targets):
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        chunk = max(1, LOSS_CHUNK_ELEMENTS // weight.shape[0])
+        loss = torch.zeros((), dtype=torch.float32, device=x.device)
+        grad_x = torch.empty_like(x) if need_x else None
+        grad_w = torch.zeros_like(weight, dtype=torch.float32) if need_w else None
+        grad_b = torch.zeros_like(bias, dtype=torch.float32) if need_b else None
+        for start in range(0, x.shape[0], chunk):
+            rows, target = x[start : start + chunk], targets[start : start + chunk]
+            log_probs = torch.log_softmax(F.linear(rows, weight, bias).float(), dim=-1)
+            loss -= log_probs.gather(1, target[:, None]).sum()
+            if not (need_x or need_w or need_b):
+                continue
+            grad = log_probs.exp_()  # d loss / d logits = softmax − one-hot
+            grad[torch.arange(target.shape[0], device=grad.device), target] -= 1
+            if need_b:
+                grad_b += grad.sum(0)
+            grad = grad.to(x.dtype)
+            if need_x:
+                grad_x[start : start + chunk] = grad @ weight
+            if need_w:
+                grad_w.addmm_(grad.t().float(), rows.float())
+        ctx.grads = (
+            grad_x,
+            None if grad_w is None else grad_w.to(weight.dtype),
+            None if grad_b is None else grad_b.to(bias.dtype),
+        )
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        grads = tuple(None if g is None else g * grad_loss.to(g.dtype) for g in ctx.grads)
+        del ctx.grads
+        return *grads, None
+
+
+def _vocabulary_rows(t: torch.Tensor | None, vocab_size: int) -> torch.Tensor | None:
+    """The first `vocab_size` rows (a padded vocabulary's extra rows are never predicted); no slice when there are
+    no extra rows, so the gradient needs no zero-filled copy."""
+    return t if t is None or t.shape[0] == vocab_size else t[:vocab_size]
+
+
+def linear_cross_entropy(
+    hidden: torch.Tensor,
+    head: nn.Linear,
+    targets: torch.Tensor,
+    vocab_size: int,
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    num_items_in_batch: torch.Tensor | int | None = None,
+    ignore_index: int = -100,
+    **kwargs,
+) -> torch.Tensor:
+    """The loss of transformers' `ForCausalLMLoss` / `ForMaskedLMLoss` (mean over the labelled tokens, or their sum
+    over `num_items_in_batch`) without the logits: only labelled rows go through `transform` and the head, and the
+    head's padded vocabulary rows are never predicted."""
+    labelled = targets.reshape(-1) != ignore_index
+    rows = hidden.reshape(-1, hidden.shape[-1])[labelled]
+    rows = rows if transform is None else transform(rows)
+    weight, bias = _vocabulary_rows(head.weight, vocab_size), _vocabulary_rows(head.bias, vocab_size)
+    loss = LinearCrossEntropy.apply(rows, weight, bias, targets.reshape(-1)[labelled])
+    denominator = labelled.sum() if num_items_in_batch is None else num_items_in_batch
+    if torch.is_tensor(denominator):
+        denominator = denominator.to(loss.device)
+    return loss / denominator
+
+
 class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
 
@@ -1253,8 +1333,11 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
+        skip_logits: bool | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
+        r"""skip_logits: with `labels`, compute the loss without the logits (`linear_cross_entropy`; `logits` is then
+        `None`). Default: in training mode; `False` returns the logits too."""
         if use_cache is None and labels is not None and self.training:
             use_cache = False  # a training step builds no cache (it would copy every layer's keys and values)
         outputs = self.model(
@@ -1267,11 +1350,19 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
             **kwargs,
         )
         hidden_states = outputs.last_hidden_state
-        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        logits = self.lm_head(hidden_states[:, keep, :])[..., : self.config.vocab_size]
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        loss = logits = None
+        if skip_logits is None:
+            skip_logits = self.training
+        if skip_logits and labels is not None:
+            shift_labels = kwargs.pop("shift_labels", None)
+            if shift_labels is None:  # tokens < n predict n, as `ForCausalLMLoss`
+                shift_labels = F.pad(labels, (0, 1), value=kwargs.get("ignore_index", -100))[..., 1:]
+            loss = linear_cross_entropy(hidden_states, self.lm_head, shift_labels, self.config.vocab_size, **kwargs)
+        else:
+            keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+            logits = self.lm_head(hidden_states[:, keep, :])[..., : self.config.vocab_size]
+            if labels is not None:
+                loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
@@ -1293,16 +1384,21 @@ class SimplifiedMLMHead(nn.Module):
         )
         self.decoder = Linear(config.hidden_size, config.padded_vocab_size, bias=True)
 
+    def transform(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.act(self.dense(hidden_states)))
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.norm(self.act(self.dense(hidden_states))))
+        return self.decoder(self.transform(hidden_states))
 
 
 class _HeadOnLastHiddenState(SimplifiedPreTrainedModel):
     """The one forward of the heads on a cache-less pass (masked LM, sequence classification): the base model, then
-    the subclass's `_logits(last_hidden_state, attention_mask)` and `_loss(logits, labels, **kwargs)`."""
+    the subclass's `_logits(last_hidden_state, attention_mask)` and `_loss(logits, labels, **kwargs)`; a head with a
+    vocabulary-sized output also has a `_fused_loss(last_hidden_state, labels, **kwargs)` that skips the logits."""
 
     default_is_causal = False
     output_class: type[MaskedLMOutput] | type[SequenceClassifierOutputWithPast]
+    _fused_loss: Callable[..., torch.Tensor] | None = None
 
     @can_return_tuple
     def forward(
@@ -1312,8 +1408,11 @@ class _HeadOnLastHiddenState(SimplifiedPreTrainedModel):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
+        skip_logits: bool | None = None,
         **kwargs,
     ) -> MaskedLMOutput | SequenceClassifierOutputWithPast:
+        r"""skip_logits: as `SimplifiedForCausalLM.forward` (heads with a `_fused_loss`; the classifier always returns
+        its logits)."""
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -1322,8 +1421,13 @@ class _HeadOnLastHiddenState(SimplifiedPreTrainedModel):
             use_cache=False,
             **kwargs,
         )
-        logits = self._logits(outputs.last_hidden_state, attention_mask)
-        loss = None if labels is None else self._loss(logits, labels, **kwargs)
+        if skip_logits is None:
+            skip_logits = self.training
+        if skip_logits and labels is not None and self._fused_loss is not None:
+            logits, loss = None, self._fused_loss(outputs.last_hidden_state, labels, **kwargs)
+        else:
+            logits = self._logits(outputs.last_hidden_state, attention_mask)
+            loss = None if labels is None else self._loss(logits, labels, **kwargs)
         return self.output_class(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
@@ -1350,6 +1454,13 @@ class SimplifiedForMaskedLM(_HeadOnLastHiddenState):
 
     def _loss(self, logits: torch.Tensor, labels: torch.LongTensor, **kwargs) -> torch.Tensor:
         return self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+
+    def _fused_loss(self, hidden_states: torch.Tensor, labels: torch.LongTensor, **kwargs) -> torch.Tensor:
+        """The loss without the logits: only the masked tokens go through the head (`linear_cross_entropy`)."""
+        head = self.mlm_head
+        return linear_cross_entropy(
+            hidden_states, head.decoder, labels, self.config.vocab_size, head.transform, **kwargs
+        )
 
 
 class SimplifiedForSequenceClassification(_HeadOnLastHiddenState):

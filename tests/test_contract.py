@@ -144,13 +144,14 @@ def test_flattening_collator_with_flash_kwargs_trains_like_the_padded_batch(bloc
     assert ("position_ids" in batch) == positions
     if cls is not SimplifiedForCausalLM:
         batch.pop("labels")
-    packed = model(**batch)
-    separate = [model(input_ids=s[None], labels=s[None]) for s in seqs]
+    packed = model(**batch, skip_logits=False)
+    separate = [model(input_ids=s[None], labels=s[None], skip_logits=False) for s in seqs]
     torch.testing.assert_close(packed.logits[0], torch.cat([o.logits[0] for o in separate]), atol=1e-5, rtol=0)
     if cls is SimplifiedForCausalLM:
         tokens = [len(s) - 1 for s in seqs]  # the collator masks the first label of each sequence
         expected = sum(o.loss * n for o, n in zip(separate, tokens)) / sum(tokens)
         torch.testing.assert_close(packed.loss, expected, atol=1e-5, rtol=0)
+        torch.testing.assert_close(model(**batch).loss, expected, atol=1e-5, rtol=0)  # the fused head + loss
 
 
 @pytest.mark.parametrize("cls", HEADS)

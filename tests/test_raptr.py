@@ -583,7 +583,7 @@ def test_width_masks_are_exact_subnetworks_with_zero_grads(variant, block_type):
     masks.set(keep)
     _drop_in_reference(ref, variant, masks.repeat, ([1], [2, 3]))
     ids = _ids()
-    out = model(ids, labels=ids)
+    out = model(ids, labels=ids, skip_logits=False)
     torch.testing.assert_close(out.logits, ref(ids).logits, rtol=1e-5, atol=1e-6)
     out.loss.backward()
     layer = model.model.layers[0]

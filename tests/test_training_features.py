@@ -99,7 +99,9 @@ def test_bf16_autocast_forward_backward(block_type):
     with torch.no_grad():
         expected = model(ids, attention_mask=mask).logits
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model(ids, attention_mask=mask, labels=labels)
+        out = model(ids, attention_mask=mask, labels=labels, skip_logits=False)
+        fused = model(ids, attention_mask=mask, labels=labels)  # the fused head + loss under autocast
+    torch.testing.assert_close(fused.loss, out.loss, atol=0.05, rtol=0)
     out.loss.backward()
     assert out.logits.dtype == torch.bfloat16
     real = mask.bool()

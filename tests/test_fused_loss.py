@@ -1,0 +1,109 @@
+"""The fused LM head + cross-entropy (`linear_cross_entropy`) gives transformers' loss and gradients without the
+logits: every block type, both heads, tied and untied, ignored labels, a padded vocabulary, `num_items_in_batch`."""
+
+import pytest
+import torch
+from conftest import perturb_, tiny_config
+
+from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified import modeling_simplified as modeling
+
+HEADS = {"causal": SimplifiedForCausalLM, "masked": SimplifiedForMaskedLM}
+
+
+def _loss_and_gradients(model, skip_logits: bool, **inputs):
+    model.zero_grad()
+    out = model(**inputs, skip_logits=skip_logits)
+    out.loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return out, grads
+
+
+def _batch(vocab_size: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (3, 12), generator=gen)
+    labels = ids.clone()
+    labels[0, :5] = -100  # ignored tokens at the start, the end, and one whole ignored row
+    labels[1, 9:] = -100
+    labels[2] = torch.where(torch.rand(12, generator=gen) < 0.5, labels[2], -100)
+    mask = torch.ones_like(ids)
+    mask[1, 10:] = 0
+    return dict(input_ids=ids, attention_mask=mask, labels=labels)
+
+
+def _assert_same(fused, reference):
+    (out_f, grads_f), (out_r, grads_r) = fused, reference
+    assert out_f.logits is None and out_r.logits is not None
+    torch.testing.assert_close(out_f.loss, out_r.loss, rtol=0, atol=1e-5)
+    assert grads_f.keys() == grads_r.keys() and len(grads_r) > 0
+    for name in grads_r:
+        torch.testing.assert_close(grads_f[name], grads_r[name], rtol=0, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("head", HEADS)
+@pytest.mark.parametrize("tied", [True, False])
+def test_fused_loss_and_gradients_equal_the_reference(block_type, head, tied):
+    config = tiny_config(block_type, vocab_size=61, pad_vocab_size_multiple=16, tie_word_embeddings=tied)
+    model = perturb_(HEADS[head](config)).train()
+    inputs = _batch(config.vocab_size)
+    _assert_same(_loss_and_gradients(model, True, **inputs), _loss_and_gradients(model, False, **inputs))
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_fused_loss_with_num_items_in_batch_and_small_chunks(head, monkeypatch):
+    """The summed loss over `num_items_in_batch` (the Trainer's gradient-accumulation denominator), computed over
+    many chunks (one row each) and with a bias on the decoder (the masked head)."""
+    monkeypatch.setattr(modeling, "LOSS_CHUNK_ELEMENTS", 1)
+    config = tiny_config("sas_p", vocab_size=61)
+    model = perturb_(HEADS[head](config)).train()
+    inputs = _batch(config.vocab_size, seed=1) | dict(num_items_in_batch=torch.tensor(40))
+    _assert_same(_loss_and_gradients(model, True, **inputs), _loss_and_gradients(model, False, **inputs))
+
+
+def test_fused_loss_takes_shift_labels():
+    config = tiny_config("pre_ln")
+    model = perturb_(SimplifiedForCausalLM(config)).train()
+    inputs = _batch(config.vocab_size)
+    shift_labels = torch.nn.functional.pad(inputs["labels"], (0, 1), value=-100)[:, 1:].contiguous()
+    shift_labels[0, -3:] = -100
+    inputs = {k: v for k, v in inputs.items() if k != "labels"} | dict(
+        labels=inputs["labels"], shift_labels=shift_labels
+    )
+    _assert_same(_loss_and_gradients(model, True, **inputs), _loss_and_gradients(model, False, **inputs))
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_logits_only_skipped_in_training_with_labels(head):
+    """The default: training steps with labels skip the logits; evaluation, and training without labels, return
+    them; `skip_logits=False` returns them in training too."""
+    config = tiny_config("sas")
+    model = HEADS[head](config)
+    inputs = _batch(config.vocab_size)
+    model.train()
+    assert model(**inputs).logits is None
+    assert model(**inputs, skip_logits=False).logits is not None
+    assert model(input_ids=inputs["input_ids"]).logits is not None
+    model.eval()
+    with torch.no_grad():
+        evaluated = model(**inputs)
+        fused = model(**inputs, skip_logits=True)
+    assert evaluated.logits.shape[-1] == config.vocab_size
+    torch.testing.assert_close(fused.loss, evaluated.loss, rtol=0, atol=1e-5)
+
+
+def test_trainer_label_smoothing_uses_the_logits(tmp_path):
+    """With `label_smoothing_factor` the Trainer pops the labels and smooths the loss on the logits itself: the
+    model must return them (it does, without labels), and the step trains."""
+    from transformers import Trainer, TrainingArguments
+
+    config = tiny_config("sas_p")
+    model = SimplifiedForCausalLM(config)
+    ids = torch.randint(0, config.vocab_size, (8, 12), generator=torch.Generator().manual_seed(0))
+    data = [dict(input_ids=row, labels=row) for row in ids]
+    args = TrainingArguments(
+        tmp_path, max_steps=2, per_device_train_batch_size=4, label_smoothing_factor=0.1, use_cpu=True, report_to=[]
+    )
+    before = [p.detach().clone() for p in model.parameters()]
+    result = Trainer(model=model, args=args, train_dataset=data).train()
+    assert torch.isfinite(torch.tensor(result.training_loss))
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))

@@ -190,11 +190,13 @@ def _packed_row_against_each_sequence(block_type, cls, attn):
     for i, (s, lab) in enumerate(zip(seqs, labels)):
         ids[i, : len(s)], mask[i, : len(s)], padded_labels[i, : len(s)] = s, 1, lab
     with torch.no_grad():  # (flex attention has no backward on the CPU)
-        packed = model(**batch)
+        packed = model(**batch, skip_logits=False)
+        fused = model(**batch)  # a training step's loss: the fused head + cross-entropy, no logits
         padded = model(input_ids=ids, attention_mask=mask, labels=padded_labels)
         alone = torch.cat([model(input_ids=s[None]).logits[0] for s in seqs])
     torch.testing.assert_close(packed.logits[0], alone, atol=1e-5, rtol=0)
     torch.testing.assert_close(packed.loss, padded.loss, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fused.loss, padded.loss, atol=1e-5, rtol=0)
     row = batch["input_ids"].shape[1]  # one sequence as long as the row: a real overflow, its largest id named
     with pytest.raises(ValueError, match=f"Position id {row - 1} is out of range.*max_position_embeddings=8"):
         model(input_ids=batch["input_ids"], position_ids=torch.arange(row)[None])

@@ -28,6 +28,10 @@ Sections (results printed as tables and written to `--json`):
   least 128, batch at least 8), padded to the longest of the batch (2-D mask, ignored labels) against one
   padding-free row (`DataCollatorWithFlattening`, `simplified-train --packing`), for `pre_ln` and `sas_p`;
   round-robin, tokens counted without padding.
+- `loss`: the fused LM head + cross-entropy of a training step (`skip_logits`, the default in training mode) against
+  the unfused head (`skip_logits=False`: the `(tokens, vocab)` logits, their log-softmax and gradient), for `pre_ln`
+  and `sas_p`: step time round-robin on the same model, and the peak memory growth of one full training step
+  (forward, backward, AdamW) in a fresh process per model and head.
 - `profile`: the top operators by self CPU time of one eager training step (`torch.profiler`, after a warm-up
   step) of `pre_ln` and `sas_p`: where the time goes that matmul FLOPs do not count.
 """
@@ -51,7 +55,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.modeling_simplified import ReparamLinear
 
-SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile", "raptr", "packing")
+SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile", "raptr", "packing", "loss")
 #: train groups: each fits in memory (4 models with AdamW state at the CodeParrot shape is ~11 GB) and has pre_ln
 TRAIN_GROUPS = (
     ("gpt2", "pre_ln", "sas_p", "sas"),
@@ -488,6 +492,69 @@ def print_packing(r: dict) -> None:
             )
 
 
+_TRAIN_MEMORY_CHILD = """
+import sys, torch
+sys.argv = ["bench"]
+from benchmarks.benchmark import Shape, build, optimizer_for, status_kb
+shape = Shape(**{shape})
+torch.manual_seed(0)
+model = build({name!r}, shape).train()
+optimizer = optimizer_for(model)
+ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq))
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # resets the peak RSS (VmHWM)
+before = status_kb("VmRSS")
+model(input_ids=ids, labels=ids, skip_logits={fused}).loss.backward()
+optimizer.step()
+print(status_kb("VmHWM") - before)
+"""
+
+
+def bench_loss(shape: Shape, rounds: int, names=("pre_ln", "sas_p")) -> dict:
+    """The fused head + loss against the logits path: training-step time (round-robin on one model) and the peak
+    memory growth of a first training step (AdamW state included) in a fresh process each."""
+    batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
+    env = {**os.environ, "MALLOC_ARENA_MAX": "1"}
+    out = {}
+    for name in names:
+        torch.manual_seed(0)
+        model = build(name, shape).train()
+        optimizer = optimizer_for(model)
+
+        def step(kind, model, optimizer=optimizer):
+            model(input_ids=batch, labels=batch, skip_logits=kind == "fused").loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        timed = round_robin({"logits": model, "fused": model}, step, rounds)
+        del model, optimizer
+        row = {kind: dict(r) for kind, r in timed.items()}
+        row["fused_speedup"] = ratios(timed, "logits")["fused"]
+        for kind in ("logits", "fused"):
+            code = _TRAIN_MEMORY_CHILD.format(shape=asdict(shape), name=name, fused=kind == "fused")
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+            row[kind]["peak_MiB"] = int(done.stdout.strip().splitlines()[-1]) / 1024
+        row["memory_saving"] = 1 - row["fused"]["peak_MiB"] / row["logits"]["peak_MiB"]
+        out[name] = row
+    return out
+
+
+def print_loss(table: dict) -> None:
+    print("\n## Fused LM head + cross-entropy vs the logits path (training step)")
+    print(
+        "| model | logits s (median) | fused s (median) | speed-up (median, min-max, of min) | peak MiB logits → fused |"
+    )
+    print("|---|---|---|---|---|")
+    for name, r in table.items():
+        q = r["fused_speedup"]
+        print(
+            f"| {name} | {r['logits']['median_s']:.3f} | {r['fused']['median_s']:.3f} | {_ratio(q)} | "
+            f"{r['logits']['peak_MiB']:.0f} → {r['fused']['peak_MiB']:.0f} "
+            f"({r['memory_saving']:.0%} less) |"
+        )
+
+
 def print_profile(table: dict) -> None:
     for name, r in table.items():
         print(
@@ -555,6 +622,9 @@ def main(argv: list[str] | None = None) -> int:
     if "packing" in sections:
         results["packing"] = bench_packing(shape, rounds)
         print_packing(results["packing"])
+    if "loss" in sections:
+        results["loss"] = bench_loss(shape, rounds)
+        print_loss(results["loss"])
     with open(args.json, "w") as handle:
         json.dump(results, handle, indent=1)
     print(f"\nwrote {args.json}")

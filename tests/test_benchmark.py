@@ -35,7 +35,7 @@ def test_flop_bound_counts_the_removed_value_and_projection_matrices():
 
 def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    sections = "train,mfu,generate,memory,profile,raptr,packing"
+    sections = "train,mfu,generate,memory,profile,raptr,packing,loss"
     assert benchmark.main(["--quick", "--sections", sections, "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     titles = (
@@ -46,6 +46,7 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
         "Profile of one eager",
         "RaPTr",
         "Packing",
+        "Fused LM head",
     )
     for title in titles:
         assert title in printed
@@ -65,3 +66,7 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert raptr["layers_kept"] * 2 == raptr["num_layers"] and raptr["half_over_full_median"] > 0
     packing = result["packing"]
     assert packing["tokens"] < packing["padded_tokens"] and packing["sas_p"]["packed"]["tokens_per_s"] > 0
+    loss = result["loss"]["sas_p"]
+    assert (
+        loss["fused"]["peak_MiB"] > 0 and loss["logits"]["peak_MiB"] > 0 and loss["fused_speedup"]["ratio_median"] > 0
+    )

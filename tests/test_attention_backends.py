@@ -82,17 +82,20 @@ def test_flex_static_cache_generation_equals_sdpa():
 
 @pytest.mark.slow
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,
     raises=AssertionError,
-    reason="torch 2.13 / transformers 5.23: compiled CPU flex_attention decoding with a growing key length gives "
-    "wrong logits (transformers' own LlamaForCausalLM too, checked by hand); use the static cache (README, Limits)",
+    reason="torch 2.13 / transformers 5.23: compiled CPU flex_attention decoding with a growing key length gave "
+    "wrong logits in earlier sessions' suite runs (transformers' own LlamaForCausalLM too, checked by hand) and right "
+    "ones when run alone on 2026-11-23, at this commit and at b50fc08: not reliable either way; use the static cache "
+    "(README, Limits)",
 )
 @torch._dynamo.config.patch(automatic_dynamic_shapes=False)
 def test_flex_dynamic_cache_generation_equals_sdpa():
     """DynamicCache decoding under flex: every step has a new key length. Without `automatic_dynamic_shapes=False`
     the CPU flex kernel fails to compile once dynamo recompiles it with dynamic shapes; with it, the kernels compile
-    but the decoding steps' logits are wrong. Strict xfail: it fails the suite once an upstream fix lands, so that
-    the README's limit is updated. Dynamo is reset after it, so no later flex test reuses its compiled state."""
+    but the decoding steps' logits were wrong in some runs and right in others (XPASS when run alone, also at the
+    commit that made it a strict xfail). Non-strict xfail: a wrong logit is expected, an exact run is reported as
+    XPASS. Dynamo is reset after it, so no later flex test reuses its compiled state."""
     model = build("sas", "causal", attn_implementation="flex_attention")
     ids, mask = padded_batch("causal")
     kwargs = dict(

@@ -778,11 +778,11 @@ def test_push_and_load_from_the_local_hub(hub_env, tmp_path, capsys, bpe_tokeniz
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# the README's "Publish to the Hub" commands, run as written
+# the "Publish to the Hub" commands (docs/hub.md), run as written
 # ------------------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_readme_publish_commands_run_as_written(tmp_path, bpe_tokenizer):
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "hub.md").read_text()
     section = readme.split("<!-- SECTION:hub -->", 1)[1].split("<!-- SECTION:", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
     export_push_load, server_block = blocks[:3], blocks[3]

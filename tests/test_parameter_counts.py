@@ -71,3 +71,17 @@ def test_identity_values_and_projections_cost_nothing(block_type):
         SimplifiedForCausalLM, block_type=block_type, **shape
     )
     assert saved == layers * 2 * d * d - (d * d + 2) - layers * (3 * heads + 2)
+
+
+@pytest.mark.parametrize(
+    "preset,millions", [("codeparrot-pre_ln", 165.83), ("codeparrot-sas", 145.19), ("codeparrot-normformer", 166.00)]
+)
+def test_paper_scale_presets_build_the_counts_the_docs_state(preset, millions):
+    """The paper-scale presets themselves (vocab 50000, sinusoidal positions, App. D.1), not the config above: the
+    counts the README's block-type section gives for them."""
+    from modeling_simplified.training.presets import load_preset, validate
+
+    config = validate(load_preset(preset))
+    with torch.device("meta"):
+        model = SimplifiedForCausalLM(config)
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6, 2) == millions

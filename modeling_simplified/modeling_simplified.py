@@ -1217,8 +1217,9 @@ class LinearCrossEntropy(torch.autograd.Function):
     cross-entropy, in plain torch)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, targets):
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    def forward(ctx, x, weight, bias, targets, grad_enabled: bool):
+        # (`needs_input_grad` says True under `torch.no_grad()` too: the caller's grad mode decides)
+        need_x, need_w, need_b = (need and grad_enabled for need in ctx.needs_input_grad[:3])
         chunk = max(1, LOSS_CHUNK_ELEMENTS // weight.shape[0])
         loss = torch.zeros((), dtype=torch.float32, device=x.device)
         grad_x = torch.empty_like(x) if need_x else None
@@ -1250,7 +1251,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_loss):
         grads = tuple(None if g is None else g * grad_loss.to(g.dtype) for g in ctx.grads)
         del ctx.grads
-        return *grads, None
+        return *grads, None, None
 
 
 def _vocabulary_rows(t: torch.Tensor | None, vocab_size: int) -> torch.Tensor | None:
@@ -1276,7 +1277,7 @@ def linear_cross_entropy(
     rows = hidden.reshape(-1, hidden.shape[-1])[labelled]
     rows = rows if transform is None else transform(rows)
     weight, bias = _vocabulary_rows(head.weight, vocab_size), _vocabulary_rows(head.bias, vocab_size)
-    loss = LinearCrossEntropy.apply(rows, weight, bias, targets.reshape(-1)[labelled])
+    loss = LinearCrossEntropy.apply(rows, weight, bias, targets.reshape(-1)[labelled], torch.is_grad_enabled())
     denominator = labelled.sum() if num_items_in_batch is None else num_items_in_batch
     if torch.is_tensor(denominator):
         denominator = denominator.to(loss.device)

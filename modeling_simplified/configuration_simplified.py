@@ -169,6 +169,8 @@ def _type_ok(value, annotation) -> bool:
     if typing.get_origin(annotation) is list:
         (item,) = typing.get_args(annotation)
         return isinstance(value, list) and all(_type_ok(v, item) for v in value)
+    if annotation is dict or typing.get_origin(annotation) is dict:
+        return isinstance(value, dict)
     if annotation is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if annotation is int:

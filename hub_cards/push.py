@@ -119,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         "--no-pin", action="store_true", help="do not rewrite the card's usage snippet to the uploaded commit sha"
     )
     args = parser.parse_args(argv)
-    import httpx2  # huggingface_hub's HTTP client: connection errors are not OSErrors
+    try:  # huggingface_hub's HTTP client (httpx2 from huggingface-hub 2.0, httpx before): connection errors are not OSErrors
+        import httpx2
+    except ImportError:  # huggingface-hub 1.x, which transformers 5.4-5.17 require
+        import httpx as httpx2
 
     try:
         result = push_export(

@@ -124,6 +124,45 @@ def build_gain(init_value: float, trainable: bool) -> nn.Module:
     return Gain(init_value, trainable=trainable)
 
 
+class _RMSNormFunction(torch.autograd.Function):
+    """`weight·x/sqrt(mean(x²) + eps)` with one saved activation (`x`; the composite op also keeps `x/rms`) and one
+    fused reduction (`vector_norm`) per pass. On the CPU, where `F.rms_norm` is that composite, it is the faster
+    and smaller of the two; the backward is `rstd·(g − x̂·mean(g·x̂))`, `g = grad·weight`, `x̂ = x·rstd`."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps: float):
+        x32 = x.to(torch.promote_types(x.dtype, torch.float32))  # bf16/fp16 in fp32, as F.rms_norm
+        rstd = torch.linalg.vector_norm(x32, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
+        y = x32 * rstd
+        y = y if weight is None else y.mul_(weight)
+        ctx.save_for_backward(x, rstd, weight)
+        return y.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, rstd, weight = ctx.saved_tensors
+        x_hat = x.to(rstd.dtype) * rstd
+        grad = grad.to(rstd.dtype)
+        grad_weight = None
+        if weight is not None and ctx.needs_input_grad[1]:
+            grad_weight = (grad * x_hat).flatten(0, -2).sum(0).to(weight.dtype)
+        g = grad if weight is None else grad * weight
+        dot = (g * x_hat).mean(-1, keepdim=True)
+        grad_x = x_hat.mul_(dot).neg_().add_(g).mul_(rstd)
+        return grad_x.to(x.dtype), grad_weight, None
+
+
+class RMSNorm(nn.RMSNorm):
+    """`nn.RMSNorm` (same parameters and result) computed by `_RMSNormFunction` on the CPU; elsewhere torch's own
+    (fused on CUDA)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type != "cpu":
+            return super().forward(x)
+        eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
+        return _RMSNormFunction.apply(x, self.weight, eps)
+
+
 class RMSNormEpsOutside(nn.RMSNorm):
     """RMSNorm with eps outside the root, `weight·x/(sqrt(mean(x²)) + eps)` (the authors' code)."""
 
@@ -134,7 +173,7 @@ class RMSNormEpsOutside(nn.RMSNorm):
 def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:
     """`rmsnorm` (eps inside or outside the root), `layernorm` or `none` (an `nn.Identity`)."""
     if kind == "rmsnorm":
-        rmsnorm = RMSNormEpsOutside if config.rmsnorm_eps_position == "outside" else nn.RMSNorm
+        rmsnorm = RMSNormEpsOutside if config.rmsnorm_eps_position == "outside" else RMSNorm
         return rmsnorm(dim, eps=config.norm_eps)
     if kind == "layernorm":
         return nn.LayerNorm(dim, eps=config.norm_eps, bias=config.norm_bias)
@@ -306,11 +345,13 @@ class GatedActivation(nn.Module):
 
 
 def build_activation(config: SimplifiedConfig) -> nn.Module:
+    """The MLP's activation. ReLU and leaky ReLU run in place on `W_in`'s fresh output, which nothing else keeps (a
+    linear layer saves its input, not its output): one `(tokens, intermediate_size)` allocation less per layer."""
     return {
-        "relu": lambda: nn.ReLU(),
+        "relu": lambda: nn.ReLU(inplace=True),
         "gelu": lambda: nn.GELU(),
         "gelu_new": lambda: nn.GELU(approximate="tanh"),
-        "leaky_relu": lambda: nn.LeakyReLU(config.leaky_relu_slope),
+        "leaky_relu": lambda: nn.LeakyReLU(config.leaky_relu_slope, inplace=True),
         "swiglu": lambda: GatedActivation(nn.SiLU()),
         "geglu": lambda: GatedActivation(nn.GELU()),
     }[config.hidden_act]()
@@ -1220,26 +1261,41 @@ class LinearCrossEntropy(torch.autograd.Function):
     def forward(ctx, x, weight, bias, targets, grad_enabled: bool):
         # (`needs_input_grad` says True under `torch.no_grad()` too: the caller's grad mode decides)
         need_x, need_w, need_b = (need and grad_enabled for need in ctx.needs_input_grad[:3])
-        chunk = max(1, LOSS_CHUNK_ELEMENTS // weight.shape[0])
+        chunk = min(x.shape[0], max(1, LOSS_CHUNK_ELEMENTS // weight.shape[0]))
+        # one logits buffer for every chunk, the softmax and its gradient computed in it in place: fresh
+        # vocabulary-sized tensors cost their page faults on every chunk, the GEMMs' time again on a CPU
+        logits_buffer = x.new_empty(chunk, weight.shape[0])
+        work_buffer = logits_buffer if x.dtype == torch.float32 else logits_buffer.float()
         loss = torch.zeros((), dtype=torch.float32, device=x.device)
         grad_x = torch.empty_like(x) if need_x else None
-        grad_w = torch.zeros_like(weight, dtype=torch.float32) if need_w else None
+        grad_w = None
         grad_b = torch.zeros_like(bias, dtype=torch.float32) if need_b else None
         for start in range(0, x.shape[0], chunk):
-            rows, target = x[start : start + chunk], targets[start : start + chunk]
-            log_probs = torch.log_softmax(F.linear(rows, weight, bias).float(), dim=-1)
-            loss -= log_probs.gather(1, target[:, None]).sum()
+            rows, target = x[start : start + chunk], targets[start : start + chunk, None]
+            logits, z = logits_buffer[: rows.shape[0]], work_buffer[: rows.shape[0]]
+            if bias is None:
+                torch.mm(rows, weight.t(), out=logits)
+            else:
+                torch.addmm(bias, rows, weight.t(), out=logits)
+            if z is not logits:
+                z.copy_(logits)
+            picked, peak = z.gather(1, target), z.amax(1, keepdim=True)
+            total = z.sub_(peak).exp_().sum(1, keepdim=True)  # z = exp(logits − max)
+            loss += (total.log() + peak - picked).sum()  # −log softmax at the targets
             if not (need_x or need_w or need_b):
                 continue
-            grad = log_probs.exp_()  # d loss / d logits = softmax − one-hot
-            grad[torch.arange(target.shape[0], device=grad.device), target] -= 1
+            grad = z.div_(total)  # d loss / d logits = softmax − one-hot
+            grad.scatter_add_(1, target, torch.full_like(picked, -1.0))
             if need_b:
                 grad_b += grad.sum(0)
-            grad = grad.to(x.dtype)
+            if z is not logits:
+                grad = logits.copy_(grad)
             if need_x:
-                grad_x[start : start + chunk] = grad @ weight
+                torch.mm(grad, weight, out=grad_x[start : start + chunk])
             if need_w:
-                grad_w.addmm_(grad.t().float(), rows.float())
+                grad_w = (
+                    grad.t().float() @ rows.float() if grad_w is None else grad_w.addmm_(grad.t().float(), rows.float())
+                )
         ctx.grads = (
             grad_x,
             None if grad_w is None else grad_w.to(weight.dtype),
@@ -1249,9 +1305,8 @@ class LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_loss):
-        grads = tuple(None if g is None else g * grad_loss.to(g.dtype) for g in ctx.grads)
-        del ctx.grads
-        return *grads, None, None
+        grads, ctx.grads = ctx.grads, None  # ours alone: scaled in place, no vocabulary-sized copy
+        return *(None if g is None else g.mul_(grad_loss.to(g.dtype)) for g in grads), None, None
 
 
 def _vocabulary_rows(t: torch.Tensor | None, vocab_size: int) -> torch.Tensor | None:

@@ -107,3 +107,45 @@ def test_trainer_label_smoothing_uses_the_logits(tmp_path):
     result = Trainer(model=model, args=args, train_dataset=data).train()
     assert torch.isfinite(torch.tensor(result.training_loss))
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("chunk_elements", [1, 50, 1 << 23])
+def test_linear_cross_entropy_equals_float64_cross_entropy(bias, chunk_elements, monkeypatch):
+    """The in-place softmax in one reused chunk buffer: loss and all three gradients equal `F.cross_entropy` on the
+    logits computed in float64, for one, several and uneven chunks."""
+    monkeypatch.setattr(modeling, "LOSS_CHUNK_ELEMENTS", chunk_elements)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(23, 16, generator=gen, requires_grad=True)
+    weight = torch.randn(37, 16, generator=gen, requires_grad=True)
+    b = torch.randn(37, generator=gen, requires_grad=True) if bias else None
+    targets = torch.randint(0, 37, (23,), generator=gen)
+    loss = modeling.LinearCrossEntropy.apply(x, weight, b, targets, True)
+    (2.5 * loss).backward()
+    leaves = [t for t in (x, weight, b) if t is not None]
+    fused_grads = [t.grad.clone() for t in leaves]
+    for t in leaves:
+        t.grad = None
+    logits = torch.nn.functional.linear(x.double(), weight.double(), None if b is None else b.double())
+    reference = torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
+    (2.5 * reference).backward()
+    torch.testing.assert_close(loss.double(), reference, rtol=1e-6, atol=1e-5)
+    for fused, t in zip(fused_grads, leaves):
+        torch.testing.assert_close(fused, t.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_cross_entropy_bfloat16_matches_the_logits_path():
+    """bf16 inputs: the loss is computed in float32 from bf16 logits, as the unfused path upcasts them."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(9, 16, generator=gen).bfloat16().requires_grad_()
+    weight = torch.randn(33, 16, generator=gen).bfloat16().requires_grad_()
+    targets = torch.randint(0, 33, (9,), generator=gen)
+    loss = modeling.LinearCrossEntropy.apply(x, weight, None, targets, True)
+    loss.backward()
+    assert loss.dtype == torch.float32 and x.grad.dtype == weight.grad.dtype == torch.bfloat16
+    x_ref, w_ref = x.detach().clone().requires_grad_(), weight.detach().clone().requires_grad_()
+    reference = torch.nn.functional.cross_entropy((x_ref @ w_ref.t()).float(), targets, reduction="sum")
+    reference.backward()
+    torch.testing.assert_close(loss, reference, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(x.grad.float(), x_ref.grad.float(), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(weight.grad.float(), w_ref.grad.float(), rtol=2e-2, atol=2e-2)

@@ -246,3 +246,13 @@ def test_conversion_fields_defaults():
         SimplifiedConfig(block_type="sas_p", norm_type="none", first_layer_norm="layernorm").first_layer_norm
         == "layernorm"
     )
+
+
+def test_every_config_field_is_listed_in_the_readme_and_the_config_guide():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for page in ("README.md", "docs/config.md"):
+        text = (root / page).read_text()
+        missing = [name for name in SimplifiedConfig.__annotations__ if f"`{name}`" not in text]
+        assert not missing, f"{page} does not list {missing}"

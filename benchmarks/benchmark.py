@@ -7,14 +7,16 @@
 Sections (results printed as tables and written to `--json`):
 - `train`: training-step time (forward with labels, backward, clipping at 1, fused AdamW on `parameter_groups`,
   `zero_grad`) of every block type at the CodeParrot shape (18 blocks, d=768, 12 heads, MLP 3072, vocab 50257,
-  seq 128, batch 8), as ratios to our `pre_ln`, and our `pre_ln` against `GPT2LMHeadModel` of the same shape and
-  attention implementation (sdpa). Models are timed round-robin in groups that fit in memory, each group with
-  `pre_ln`; the order rotates every round; after a warm-up round, each round gives one ratio per model, and the
+  seq 128, batch 8), as ratios to our `pre_ln`, and two anchors of the same shape and attention implementation
+  (sdpa): our `pre_ln` against `GPT2LMHeadModel`, and `pre_ln_llama` (our pre_ln with RMSNorm, SwiGLU of width
+  8/3·d, rotary positions, tied embeddings) against `LlamaForCausalLM` configured alike, in a group of their own.
+  Models are timed round-robin in groups that fit in memory; the order rotates every round; after a warm-up round, each round gives one ratio per model, and the
   median of those ratios is the figure (their min..max is the spread). The analytic matmul-FLOP bound of each
   ratio (weights of every GEMM, attention scores and mixing) stands next to it.
-- `mfu`: model FLOPs utilisation of the training step: the step's GEMMs (recorded with their shapes during one
-  step) timed alone at those shapes give this machine's matmul peak for them; MFU = their summed time / step time
-  = achieved GEMM FLOP/s / peak GEMM FLOP/s.
+- `mfu`: model FLOPs utilisation of the training step, as the field uses the term: achieved model FLOP/s (the
+  analytic FLOPs of `train` over the median step) / this machine's peak GEMM FLOP/s, one number for all models (the
+  best rate of any GEMM the steps run, recorded with its shapes and timed alone); beside it the GEMM-time share (the
+  step's GEMMs timed alone / the step), a different quantity.
 - `generate`: cached greedy `generate()` tokens/s (prompt 32, 128 new tokens, batch 1 and 8) against
   `GPT2LMHeadModel`.
 - `memory`: peak memory growth of forward + backward at sequence 512, 1024, 2048 (batch 1, 4 blocks of the
@@ -50,7 +52,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.modeling_simplified import ReparamLinear
@@ -61,7 +63,11 @@ TRAIN_GROUPS = (
     ("gpt2", "pre_ln", "sas_p", "sas"),
     ("pre_ln", "parallel", "value_skipinit", "simplest"),
     ("pre_ln", "post_ln", "normformer"),
+    ("llama", "pre_ln_llama"),
 )
+#: transformers' classes users pick today, each timed against our block configured like it
+ANCHORS = {"gpt2": "pre_ln", "llama": "pre_ln_llama"}
+ANCHOR_CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
 COMPILE_GROUP = ("gpt2", "pre_ln", "sas_p", "sas")
 
 
@@ -78,9 +84,45 @@ class Shape:
 QUICK = Shape(layers=2, width=64, heads=4, vocab=512, seq=32, batch=2)
 
 
+def swiglu_width(shape: Shape) -> int:
+    """Llama's SwiGLU width, 8/3·d (2048 at d=768): its three matrices hold as many weights as a 4d MLP's two."""
+    return 8 * shape.width // 3
+
+
 def build(name: str, shape: Shape, attn: str = "sdpa", positions: int = 1024) -> torch.nn.Module:
-    """`gpt2` (`GPT2LMHeadModel`, no dropout) or one of our block types, at `shape`."""
-    if name == "gpt2":
+    """`gpt2` (`GPT2LMHeadModel`, no dropout), `llama` (`LlamaForCausalLM`, tied embeddings), `pre_ln_llama` (our
+    pre_ln configured like it: RMSNorm with its eps, SwiGLU of its width, rotary positions, no biases) or one of our
+    block types, at `shape`."""
+    if name == "llama":
+        config = LlamaConfig(
+            vocab_size=shape.vocab,
+            hidden_size=shape.width,
+            intermediate_size=swiglu_width(shape),
+            num_hidden_layers=shape.layers,
+            num_attention_heads=shape.heads,
+            num_key_value_heads=shape.heads,
+            max_position_embeddings=max(positions, shape.seq),
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+        )
+        model = LlamaForCausalLM(config)
+    elif name == "pre_ln_llama":
+        config = SimplifiedConfig(
+            block_type="pre_ln",
+            vocab_size=shape.vocab,
+            hidden_size=shape.width,
+            num_hidden_layers=shape.layers,
+            num_attention_heads=shape.heads,
+            intermediate_size=swiglu_width(shape),
+            hidden_act="swiglu",
+            position_embedding_type="rotary",
+            norm_type="rmsnorm",
+            norm_eps=1e-6,
+            max_position_embeddings=max(positions, shape.seq),
+            tie_word_embeddings=True,
+        )
+        model = SimplifiedForCausalLM(config)
+    elif name == "gpt2":
         config = GPT2Config(
             vocab_size=shape.vocab,
             n_embd=shape.width,
@@ -187,8 +229,6 @@ def _train_group(group: tuple[str, ...], shape: Shape, rounds: int, compiled: bo
     if compiled:
         models = {name: torch.compile(m) for name, m in models.items()}
     results = round_robin(models, lambda n, m: train_step(m, optimizers[n], batch), rounds, warmup=2 if compiled else 1)
-    vs_pre_ln = ratios(results, "pre_ln")
-    vs_gpt2 = ratios(results, "gpt2") if "gpt2" in results else {}
     rows = {}
     for name in group:
         rows[name] = {
@@ -197,12 +237,14 @@ def _train_group(group: tuple[str, ...], shape: Shape, rounds: int, compiled: bo
             "params_M": params[name] / 1e6,
             "tokens_per_s": shape.batch * shape.seq / results[name]["median_s"],
             "matmul_flops_per_token": flops[name],
-            "flop_bound_vs_pre_ln": flops["pre_ln"] / flops[name],
-            "vs_pre_ln": vs_pre_ln[name],
         }
-        if name == "pre_ln" and vs_gpt2:
-            rows[name]["vs_gpt2"] = vs_gpt2["pre_ln"]
-            rows[name]["flop_bound_vs_gpt2"] = flops["gpt2"] / flops["pre_ln"]
+        if "pre_ln" in group:
+            rows[name]["vs_pre_ln"] = ratios(results, "pre_ln")[name]
+            rows[name]["flop_bound_vs_pre_ln"] = flops["pre_ln"] / flops[name]
+    for anchor, ours in ANCHORS.items():
+        if anchor in group and ours in group:
+            rows[ours][f"vs_{anchor}"] = ratios(results, anchor)[ours]
+            rows[ours][f"flop_bound_vs_{anchor}"] = flops[anchor] / flops[ours]
     return rows
 
 
@@ -248,29 +290,41 @@ def _time_gemm(key: tuple, repeats: int = 5) -> float:
 
 
 def bench_mfu(shape: Shape, rounds: int, names=("gpt2", "pre_ln", "sas_p")) -> dict:
-    """MFU of the training step: the step's GEMMs alone at their shapes (this machine's peak for them) over the step."""
+    """Model FLOPs utilisation as the field uses the term: achieved model FLOP/s (the analytic training FLOPs of the
+    `train` section, `matmul_flops_per_token` × tokens, over the median step time) over this machine's peak GEMM
+    FLOP/s, one number for every model: the best rate of any GEMM the models' steps run, each recorded with its
+    shapes and operand layouts and timed alone. Beside it, the GEMM-time share (the step's GEMMs timed alone over
+    the step time), which says how much of a step is matmul, not how fast the matmuls are."""
     batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
-    out = {}
     torch.manual_seed(0)
     models = {name: build(name, shape).train() for name in names}
     optimizers = {name: optimizer_for(m) for name, m in models.items()}
     results = round_robin(models, lambda n, m: train_step(m, optimizers[n], batch), rounds)
+    calls = {}
     for name, model in models.items():
         recorder = _GemmRecorder()
         with recorder:
             train_step(model, optimizers[name], batch)
-        flops = sum(count * _gemm_flops(key) for key, count in recorder.calls.items())
-        peak_time = sum(count * _time_gemm(key) for key, count in recorder.calls.items())
+        calls[name] = recorder.calls
+    alone = {key: _time_gemm(key) for key in {key for c in calls.values() for key in c}}
+    peak_key = max(alone, key=lambda key: _gemm_flops(key) / alone[key])
+    peak = _gemm_flops(peak_key) / alone[peak_key]
+    out = {}
+    for name, model in models.items():
         step = results[name]["median_s"]
+        model_flops = matmul_flops_per_token(model, shape) * shape.batch * shape.seq
+        gemm_time = sum(count * alone[key] for key, count in calls[name].items())
         out[name] = {
             "step_median_s": step,
-            "gemm_calls": sum(recorder.calls.values()),
-            "gemm_shapes": len(recorder.calls),
-            "gemm_gflop": flops / 1e9,
-            "achieved_gflops": flops / step / 1e9,
-            "peak_gflops_at_these_shapes": flops / peak_time / 1e9,
-            "gemm_time_alone_s": peak_time,
-            "mfu": peak_time / step,
+            "model_gflop": model_flops / 1e9,
+            "achieved_gflops": model_flops / step / 1e9,
+            "peak_gflops": peak / 1e9,
+            "peak_gemm": f"{peak_key[0]} {peak_key[1]} x {peak_key[2]}",
+            "mfu": model_flops / step / peak,
+            "gemm_calls": sum(calls[name].values()),
+            "gemm_gflop": sum(count * _gemm_flops(key) for key, count in calls[name].items()) / 1e9,
+            "gemm_time_alone_s": gemm_time,
+            "gemm_time_share": gemm_time / step,
         }
     return out
 
@@ -380,27 +434,33 @@ def print_train(table: dict, title: str) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, r in table.items():
+        vs, bound = (_ratio(r["vs_pre_ln"]), f"{r['flop_bound_vs_pre_ln']:.3f}") if "vs_pre_ln" in r else ("-", "-")
         print(
             f"| {name} | {r['params_M']:.1f} | {r['median_s']:.3f} | {r['min_s']:.3f} | {r['spread']:.0%} | "
-            f"{r['cpu_median_s']:.2f} | {r['tokens_per_s']:.0f} | {_ratio(r['vs_pre_ln'])} | "
-            f"{r['flop_bound_vs_pre_ln']:.3f} |"
+            f"{r['cpu_median_s']:.2f} | {r['tokens_per_s']:.0f} | {vs} | {bound} |"
         )
-    if "vs_gpt2" in table.get("pre_ln", {}):
-        r = table["pre_ln"]
-        print(
-            f"\npre_ln vs GPT2LMHeadModel: {_ratio(r['vs_gpt2'])}; FLOP bound {r['flop_bound_vs_gpt2']:.3f} "
-            f"(groups: {', '.join('/'.join(g) for g in {tuple(v['group']) for v in table.values()})})"
-        )
+    for anchor, ours in ANCHORS.items():
+        if f"vs_{anchor}" in table.get(ours, {}):
+            r = table[ours]
+            print(
+                f"\n{ours} vs {ANCHOR_CLASSES[anchor]}: {_ratio(r[f'vs_{anchor}'])}; FLOP bound "
+                f"{r[f'flop_bound_vs_{anchor}']:.3f}; parameters {r['params_M']:.2f}M vs {table[anchor]['params_M']:.2f}M"
+            )
+    print(f"(groups: {', '.join('/'.join(g) for g in dict.fromkeys(tuple(v['group']) for v in table.values()))})")
 
 
 def print_mfu(table: dict) -> None:
-    print("\n## MFU of the training step (GEMMs alone at the step's shapes = peak)")
-    print("| model | step s | GEMM GFLOP | achieved GFLOP/s | peak GFLOP/s at these shapes | MFU |")
+    peak = next(iter(table.values()))
+    print(
+        f"\n## MFU of the training step: model FLOP/s over this machine's peak GEMM rate, "
+        f"{peak['peak_gflops']:.1f} GFLOP/s ({peak['peak_gemm']}, the best of the steps' GEMMs timed alone)"
+    )
+    print("| model | step s | model GFLOP | achieved GFLOP/s | MFU | GEMM-time share |")
     print("|---|---|---|---|---|---|")
     for name, r in table.items():
         print(
-            f"| {name} | {r['step_median_s']:.3f} | {r['gemm_gflop']:.0f} | {r['achieved_gflops']:.1f} | "
-            f"{r['peak_gflops_at_these_shapes']:.1f} | {r['mfu']:.1%} |"
+            f"| {name} | {r['step_median_s']:.3f} | {r['model_gflop']:.0f} | {r['achieved_gflops']:.1f} | "
+            f"{r['mfu']:.1%} | {r['gemm_time_share']:.1%} |"
         )
 
 

@@ -26,10 +26,10 @@ def test_flop_bound_counts_the_removed_value_and_projection_matrices():
     the bound is about 1.14, and GPT-2 and our pre_ln have the same GEMMs."""
     shape = benchmark.Shape()
     flops = {}
-    for name in ("gpt2", "pre_ln", "sas_p"):
+    for name in ("gpt2", "pre_ln", "sas_p", "llama", "pre_ln_llama"):
         with torch.device("meta"):
             flops[name] = matmul_flops_per_token(build(name, shape), shape)
-    assert flops["gpt2"] == flops["pre_ln"]
+    assert flops["gpt2"] == flops["pre_ln"] and flops["llama"] == flops["pre_ln_llama"]
     assert 1.13 < flops["pre_ln"] / flops["sas_p"] < 1.15
 
 
@@ -55,8 +55,12 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     train = result["train"]
     assert set(train) == {name for group in benchmark.TRAIN_GROUPS for name in group}
     assert train["pre_ln"]["vs_pre_ln"]["ratio_median"] == 1.0 and "vs_gpt2" in train["pre_ln"]
+    assert "vs_llama" in train["pre_ln_llama"] and train["pre_ln_llama"]["params_M"] == train["llama"]["params_M"]
+    assert train["pre_ln_llama"]["flop_bound_vs_llama"] == 1.0
     assert all(len(row["times_s"]) == 2 for row in train.values())
-    assert 0 < result["mfu"]["sas_p"]["mfu"] and result["mfu"]["sas_p"]["gemm_calls"] > 0
+    mfu = result["mfu"]
+    assert 0 < mfu["sas_p"]["mfu"] < 1 and mfu["sas_p"]["gemm_calls"] > 0 and 0 < mfu["sas_p"]["gemm_time_share"]
+    assert len({row["peak_gflops"] for row in mfu.values()}) == 1  # one peak for every model
     assert set(result["generate"]) == {"batch_1", "batch_8"}
     assert set(result["memory"]) == {"64", "128"} and result["memory"]["128"]["eager_MiB"] > 0
     top = result["profile"]["sas_p"]["top"]

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo lint test test-slow test-all test-compat bench reproduce clean
+.PHONY: setup demo lint test test-slow test-all test-gpu test-compat bench reproduce clean
 
 setup: $(VENV)/.installed
 
@@ -25,9 +25,9 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The paper's block comparison in miniature (docs/reproduction/): two seeds, one process each (about 100 minutes on
+# The paper's block comparison in miniature (docs/reproduction/): an lr sweep per block, then two seeds at each block's lr, and RaPTr at equal steps and FLOPs (several hours on
 # 2 cores). Other options via REPRODUCE_ARGS, e.g. REPRODUCE_ARGS="--seeds 0 1 2 --jobs 3".
-REPRODUCE_ARGS ?= --seeds 0 1 --jobs 2
+REPRODUCE_ARGS ?= --seeds 0 1 --jobs 2 --raptr recommended
 reproduce: setup
 	$(BIN)/python -m modeling_simplified.training.reproduce $(REPRODUCE_ARGS)
 
@@ -39,6 +39,11 @@ test-slow: setup
 
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"
+
+# On a CUDA machine (set TORCH_SPEC to a CUDA build): bf16 training, sdpa / flash-attention-2 (packed rows included),
+# cached generate and `make bench --device cuda`. Skipped without CUDA, also inside `make test`.
+test-gpu: setup
+	$(BIN)/pytest -q tests/gpu
 
 # The exported Hub folders (every block type, causal and masked LM) loaded in fresh venvs with the declared floor and
 # the newest 5.x transformers (logits, cached generate), and refused with one ImportError below the floor (4.x and the

@@ -69,6 +69,21 @@ TRAIN_GROUPS = (
 ANCHORS = {"gpt2": "pre_ln", "llama": "pre_ln_llama"}
 ANCHOR_CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
 COMPILE_GROUP = ("gpt2", "pre_ln", "sas_p", "sas")
+#: sections that run on a CUDA device (`--device cuda`); the others measure the CPU process (RSS, CPU profiler)
+CUDA_SECTIONS = ("train", "mfu", "generate", "compile", "loss")
+#: where models and batches live (`--device`)
+DEVICE = torch.device("cpu")
+
+
+def _sync() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
+
+
+def _ids(shape: Shape, vocab_low: int = 0, batch: int | None = None, seq: int | None = None, seed: int = 0):
+    """A fixed batch of token ids on `DEVICE`."""
+    size = (shape.batch if batch is None else batch, shape.seq if seq is None else seq)
+    return torch.randint(vocab_low, shape.vocab, size, generator=torch.Generator().manual_seed(seed)).to(DEVICE)
 
 
 @dataclass(frozen=True)
@@ -146,7 +161,7 @@ def build(name: str, shape: Shape, attn: str = "sdpa", positions: int = 1024) ->
         )
         model = SimplifiedForCausalLM(config)
     model.set_attn_implementation(attn)
-    return model
+    return model if DEVICE.type == "cpu" else model.to(DEVICE)
 
 
 def matmul_flops_per_token(model: torch.nn.Module, shape: Shape) -> float:
@@ -186,8 +201,10 @@ def round_robin(models: dict, run, rounds: int, warmup: int = 1) -> dict[str, di
     cpu = {n: [] for n in names}
     for r in range(warmup + rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
+            _sync()
             start, cpu_start = time.perf_counter(), time.process_time()
             run(name, models[name])
+            _sync()
             if r >= warmup:
                 wall[name].append(time.perf_counter() - start)
                 cpu[name].append(time.process_time() - cpu_start)
@@ -220,7 +237,7 @@ def bench_train(shape: Shape, rounds: int, groups=TRAIN_GROUPS, compiled: bool =
 
 
 def _train_group(group: tuple[str, ...], shape: Shape, rounds: int, compiled: bool) -> dict[str, dict]:
-    batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
+    batch = _ids(shape)
     torch.manual_seed(0)
     models = {name: build(name, shape).train() for name in group}
     flops = {name: matmul_flops_per_token(m, shape) for name, m in models.items()}
@@ -275,16 +292,18 @@ def _gemm_flops(key: tuple) -> int:
 def _time_gemm(key: tuple, repeats: int = 5) -> float:
     """Minimum time of one GEMM of this shape and operand layout, alone."""
     _, a_shape, b_shape, a_contiguous, b_contiguous = key
-    a = torch.randn(a_shape if a_contiguous else (*a_shape[:-2], a_shape[-1], a_shape[-2]))
-    b = torch.randn(b_shape if b_contiguous else (*b_shape[:-2], b_shape[-1], b_shape[-2]))
+    a = torch.randn(a_shape if a_contiguous else (*a_shape[:-2], a_shape[-1], a_shape[-2]), device=DEVICE)
+    b = torch.randn(b_shape if b_contiguous else (*b_shape[:-2], b_shape[-1], b_shape[-2]), device=DEVICE)
     a = a if a_contiguous else a.transpose(-1, -2)
     b = b if b_contiguous else b.transpose(-1, -2)
     op = torch.bmm if len(a_shape) == 3 else torch.mm
     op(a, b)
     best = float("inf")
     for _ in range(repeats):
+        _sync()
         start = time.perf_counter()
         op(a, b)
+        _sync()
         best = min(best, time.perf_counter() - start)
     return best
 
@@ -295,7 +314,7 @@ def bench_mfu(shape: Shape, rounds: int, names=("gpt2", "pre_ln", "sas_p")) -> d
     FLOP/s, one number for every model: the best rate of any GEMM the models' steps run, each recorded with its
     shapes and operand layouts and timed alone. Beside it, the GEMM-time share (the step's GEMMs timed alone over
     the step time), which says how much of a step is matmul, not how fast the matmuls are."""
-    batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
+    batch = _ids(shape)
     torch.manual_seed(0)
     models = {name: build(name, shape).train() for name in names}
     optimizers = {name: optimizer_for(m) for name, m in models.items()}
@@ -335,7 +354,7 @@ def bench_generate(shape: Shape, rounds: int, new_tokens: int = 128, prompt: int
     models = {name: build(name, shape).eval() for name in ("gpt2", "pre_ln", "sas_p")}
     out = {}
     for batch_size in batches:
-        ids = torch.randint(1, shape.vocab, (batch_size, prompt), generator=torch.Generator().manual_seed(1))
+        ids = _ids(shape, vocab_low=1, batch=batch_size, seq=prompt, seed=1)
         kw = dict(
             attention_mask=torch.ones_like(ids),
             max_new_tokens=new_tokens,
@@ -555,25 +574,35 @@ def print_packing(r: dict) -> None:
 _TRAIN_MEMORY_CHILD = """
 import sys, torch
 sys.argv = ["bench"]
+import benchmarks.benchmark as bench
 from benchmarks.benchmark import Shape, build, optimizer_for
+bench.DEVICE = device = torch.device({device!r})
 def status_kb(field):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+def used_kb():
+    return torch.cuda.memory_allocated(device) // 1024 if device.type == "cuda" else status_kb("VmRSS")
+def peak_kb():
+    return torch.cuda.max_memory_allocated(device) // 1024 if device.type == "cuda" else status_kb("VmHWM")
 shape = Shape(**{shape})
 torch.manual_seed(0)
 model = build({name!r}, shape).train()
 optimizer = optimizer_for(model)
-ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq))
+ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq), device=device)
 def step():
     model(input_ids=ids, labels=ids, skip_logits={fused}).loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 step()  # AdamW's state exists from here on, as in every step after the first
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")  # resets the peak RSS (VmHWM)
-before = status_kb("VmRSS")
+if device.type == "cuda":
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+else:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets the peak RSS (VmHWM)
+before = used_kb()
 step()
-print(status_kb("VmHWM") - before)
+print(peak_kb() - before)
 """
 
 
@@ -581,7 +610,7 @@ def bench_loss(shape: Shape, rounds: int, names=("pre_ln", "sas_p")) -> dict:
     """The fused head + loss against the logits path: training-step time (round-robin on one model) and the peak
     memory growth of a training step after the first (AdamW's state already there) in a fresh process each; glibc
     maps every allocation over 64 KiB on its own, so freed tensors leave the resident set and the peak is theirs."""
-    batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
+    batch = _ids(shape)
     env = {**os.environ, "MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
     out = {}
     for name in names:
@@ -600,7 +629,7 @@ def bench_loss(shape: Shape, rounds: int, names=("pre_ln", "sas_p")) -> dict:
         row = {kind: dict(r) for kind, r in timed.items()}
         row["fused_speedup"] = ratios(timed, "logits")["fused"]
         for kind in ("logits", "fused"):
-            code = _TRAIN_MEMORY_CHILD.format(shape=asdict(shape), name=name, fused=kind == "fused")
+            code = _TRAIN_MEMORY_CHILD.format(shape=asdict(shape), name=name, fused=kind == "fused", device=str(DEVICE))
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
             row[kind]["peak_MiB"] = int(done.stdout.strip().splitlines()[-1]) / 1024
         row["memory_saving"] = 1 - row["fused"]["peak_MiB"] / row["logits"]["peak_MiB"]
@@ -644,6 +673,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per comparison, after warm-up")
     parser.add_argument("--quick", action="store_true", help="smoke run: a tiny shape, 2 rounds")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help=f"cpu (default) or a CUDA device, e.g. cuda or cuda:1; on CUDA only {', '.join(CUDA_SECTIONS)} run",
+    )
     parser.add_argument("--json", default="benchmark.json", help="where to write the results")
     args = parser.parse_args(argv)
     sections = args.sections.split(",")
@@ -652,6 +686,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sections: unknown {', '.join(sorted(unknown))}; allowed: {', '.join(SECTIONS)}")
     if args.threads:
         torch.set_num_threads(args.threads)
+    global DEVICE
+    DEVICE = torch.device(args.device)
+    if DEVICE.type not in ("cpu", "cuda") or (DEVICE.type == "cuda" and not torch.cuda.is_available()):
+        parser.error(f"--device: {args.device!r} is not available here; allowed: cpu, or cuda[:N] on a CUDA machine")
+    if DEVICE.type == "cuda":
+        for section in [s for s in sections if s not in CUDA_SECTIONS]:
+            print(f"(section {section} skipped on {DEVICE}: it measures the CPU process)")
+        sections = [s for s in sections if s in CUDA_SECTIONS]
     shape, rounds = (QUICK, 2) if args.quick else (Shape(), args.rounds)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     meta = {
@@ -660,6 +702,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or platform.platform()}",
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
+        "device": f"{DEVICE} ({torch.cuda.get_device_name(DEVICE)})" if DEVICE.type == "cuda" else "cpu",
         "shape": asdict(shape),
         "rounds": rounds,
     }

@@ -686,3 +686,42 @@ def test_bench_smoke(capsys):
     argv = ["--bench", "--layers", "4", "--hidden-size", "64", "--seq-len", "8", "--batch", "2", "--repeats", "1"]
     assert main(argv) == 0
     assert "half/full = " in capsys.readouterr().out
+
+
+def test_stagewise_lr_is_constant_within_stages_and_decays_over_the_last():
+    from modeling_simplified.training.raptr import stagewise_lr_lambda
+
+    factor = stagewise_lr_lambda(warmup_steps=2, decay_start=5, total_steps=8)
+    assert [factor(s) for s in range(8)] == pytest.approx([0, 0.5, 1, 1, 1, 1, 2 / 3, 1 / 3])
+    # a warmup longer than the early stages: the decay starts after it
+    assert [stagewise_lr_lambda(4, 2, 8)(s) for s in range(8)] == pytest.approx(
+        [0, 0.25, 0.5, 0.75, 1, 0.75, 0.5, 0.25]
+    )
+
+
+@pytest.mark.parametrize("schedule", ["stagewise", "preset"])
+def test_cli_raptr_lr_schedule(tmp_path, schedule):
+    """The CLI's default for RaPTr runs is the paper's schedule: after the warmup the lr stays at its peak through
+    the stages before the last and decays linearly to 0 over the last; `preset` keeps the preset's (linear decay
+    over the whole run). The learning rates are read back from the Trainer's logs, one per step."""
+    from modeling_simplified.training.cli import main
+
+    run = tmp_path / "run"
+    argv = [*CLI_BASE, "--set", "training.eval_steps=100", "--set", "training.logging_steps=1", "--max-steps", "12"]
+    argv += ["--set", "training.save_steps=12"]
+    argv += ["--no-export", "--output-dir", str(run), "--raptr", "2-3-4", "--raptr-lengths", "4,8"]
+    assert main([*argv, "--raptr-lr-schedule", schedule]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["raptr"]["lr_schedule"] == schedule
+    assert metrics["raptr"]["lr_decay_start"] == (8 if schedule == "stagewise" else None)
+    state = json.loads(next(run.glob("checkpoint-*/trainer_state.json")).read_text())
+    lrs = {e["step"]: e["learning_rate"] for e in state["log_history"] if "learning_rate" in e and "loss" in e}
+    peak = metrics["learning_rate"]
+    # the lr logged at step s is the one step s used: warmup (5% of 12 steps: one step) at step 1
+    assert lrs[1] == 0.0
+    early = [lrs[s] for s in range(2, 10)]
+    if schedule == "stagewise":
+        assert early == pytest.approx([peak] * 8)  # steps 1..8: constant through the first two stages
+        assert [lrs[s] for s in range(10, 13)] == pytest.approx([peak * (13 - s) / 4 for s in range(10, 13)])
+    else:
+        assert all(a > b for a, b in zip(early, early[1:]))  # linear decay from the first step on

@@ -3,20 +3,23 @@
 import json
 
 import pytest
+import torch
 
 from modeling_simplified.training import reproduce
 
 TINY = ["--steps", "4", "--layers", "2", "--hidden-size", "32", "--heads", "2", "--seq-len", "32"]
+SWEEP = ["--lr-grid", "0.001", "0.004", "--sweep-steps", "4"]
 
 
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
-    """The same tiny command twice (pre_ln and sas_p), plus the ablation once."""
+    """The same tiny command twice (pre_ln and sas_p, a two-lr sweep each)."""
     root = tmp_path_factory.mktemp("reproduce")
     outs = []
     for k in range(2):
         out = root / f"out{k}"
-        argv = [*TINY, "--blocks", "pre_ln", "sas_p", "--output-dir", str(out), "--runs-dir", str(root / f"runs{k}")]
+        argv = [*TINY, *SWEEP, "--blocks", "pre_ln", "sas_p", "--output-dir", str(out)]
+        argv += ["--runs-dir", str(root / f"runs{k}")]
         assert reproduce.main(argv) == 0
         outs.append(out)
     return root, outs
@@ -55,6 +58,19 @@ def test_outputs_written(tiny_runs):
     assert verdicts["V-SkipInit behind Pre-LN per step"]["held"] is None
     md = (out / "results.md").read_text()
     assert "| sas_p |" in md and "## Claims" in md and f"{100 * gap:+.2f}%" in md
+    # the sweep: both lrs per block, the chosen one is the lower final loss, and the final runs use it
+    sweep = result["lr_sweep"]
+    assert set(sweep) == {"pre_ln", "sas_p"} and "## Learning-rate sweep" in md
+    for name, row in sweep.items():
+        assert row["grid"] == [0.001, 0.004] and row["steps"] == 4 and row["seed"] == 0
+        assert row["chosen"] == min(row["grid"], key=lambda lr: row["loss"][f"{lr:g}"])
+        assert runs[name]["learning_rate"] == row["chosen"] == result["table"][name]["learning_rate"]
+    # the signal-propagation probe: one value per layer, at init and at the end, summarised and plotted
+    for name in ("pre_ln", "sas_p"):
+        probe = runs[name]["signal_propagation"]
+        assert len(probe["init"]) == len(probe["end"]) == 2 and probe["init"] != probe["end"]
+        assert result["signal_propagation"][name] == probe  # one seed: the mean is the run
+    assert (out / "signal_propagation.png").stat().st_size > 0 and "## Signal propagation" in md
 
 
 def _record(block, losses, seconds_per_step, seed=0):
@@ -105,14 +121,35 @@ def test_ablation_is_sas_with_softmax(tmp_path):
     argv = reproduce.train_argv(args, "sas_softmax", 1, tmp_path)
     assert argv[argv.index("--preset") + 1] == "codeparrot-tiny-sas"
     assert "attention_type=softmax" in argv and "training.seed=1" in argv
-    lr = [a for a in reproduce.train_argv(args, "simplest", 0, tmp_path) if a.startswith("training.learning_rate")]
-    base = [a for a in reproduce.train_argv(args, "sas_p", 0, tmp_path) if a.startswith("training.learning_rate")]
-    assert float(lr[0].split("=")[1]) == pytest.approx(float(base[0].split("=")[1]) * 2 / 3)
-    # at the paper's CodeParrot lr (1e-3, the `codeparrot` presets) the norm-free block keeps it
+    # a run's lr is the sweep's choice when given, else the preset's (no per-block rule any more)
+    swept = reproduce.train_argv(args, "simplest", 0, tmp_path, lr=0.004, steps=8)
+    assert "training.learning_rate=0.004" in swept and swept[swept.index("--max-steps") + 1] == "8"
     paper = reproduce.build_parser().parse_args(["--preset", "codeparrot", "--preset-shape"])
-    for name in ("simplest", "sas_p"):
+    for name in ("simplest", "sas_p", "post_ln", "normformer"):
         argv = reproduce.train_argv(paper, name, 0, tmp_path)
         assert [a for a in argv if a.startswith("training.learning_rate")] == ["training.learning_rate=0.001"], name
+
+
+def test_lr_choice_lowest_final_loss_diverged_worst_ties_smaller():
+    def record(block, lr, loss):
+        return {"block": block, "learning_rate": lr, "steps": 4, "eval_loss": {"4": loss}}
+
+    args = reproduce.build_parser().parse_args([*TINY, "--blocks", "pre_ln", "sas", "simplest"])
+    records = [
+        record("pre_ln", 1e-3, 3.0),
+        record("pre_ln", 2e-3, 2.5),
+        record("pre_ln", 4e-3, 2.7),
+        record("sas", 1e-3, 3.0),
+        record("sas", 2e-3, float("nan")),  # diverged: the worst, whatever its value
+        record("sas", 4e-3, 2.9),
+        record("simplest", 1e-3, 2.0),
+        record("simplest", 2e-3, 2.0),  # a tie: the smaller lr
+        record("simplest", 4e-3, float("inf")),
+    ]
+    sweep = reproduce.choose_lrs(args, records)
+    assert {name: row["chosen"] for name, row in sweep.items()} == {"pre_ln": 2e-3, "sas": 4e-3, "simplest": 1e-3}
+    assert [sweep[n]["at_edge"] for n in ("pre_ln", "sas", "simplest")] == [False, True, True]
+    assert sweep["sas"]["loss"] == {"0.001": 3.0, "0.002": float("inf"), "0.004": 2.9}
 
 
 def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypatch, tmp_path):
@@ -125,7 +162,7 @@ def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypa
         raise AssertionError("trained instead of reusing")
 
     monkeypatch.setattr(cli, "run", no_training)
-    argv = [*TINY, "--blocks", "pre_ln", "sas_p", "--runs-dir", str(root / "runs0")]
+    argv = [*TINY, *SWEEP, "--blocks", "pre_ln", "sas_p", "--runs-dir", str(root / "runs0")]
     assert reproduce.main([*argv, "--output-dir", str(tmp_path / "again")]) == 0
     again = json.loads((tmp_path / "again" / "results.json").read_text())
     assert again["runs"] == before["runs"] and again["table"] == before["table"]
@@ -137,25 +174,133 @@ def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypa
             reproduce.main([*changed, "--output-dir", str(tmp_path / "changed")])
 
 
+def test_an_interrupted_sweep_resumes_at_the_missing_run(monkeypatch, tmp_path):
+    """A sweep run whose record is gone (the command stopped inside it) is the one run trained again."""
+    runs = tmp_path / "runs"
+    argv = [*TINY, *SWEEP, "--blocks", "sas_p", "--runs-dir", str(runs), "--output-dir", str(tmp_path / "o")]
+    assert reproduce.main(argv) == 0
+    (runs / "sweep" / "lr0.004" / "sas_p" / "record.json").unlink()
+    trained = []
+    original = reproduce.run_one
+    monkeypatch.setattr(reproduce, "run_one", lambda args, run: trained.append(run) or original(args, run))
+    assert reproduce.main(argv) == 0
+    assert [(r.name, r.lr, r.run_dir) for r in trained] == [("sas_p", 0.004, runs / "sweep" / "lr0.004" / "sas_p")]
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["lr_sweep"]["sas_p"]["grid"] == [0.001, 0.004]
+
+
 @pytest.mark.slow  # child processes train (~20 s); run by .ci/run's test-slow
 def test_jobs_train_seeds_in_child_processes(tmp_path, capsys):
     import torch
 
     runs, out = tmp_path / "runs", tmp_path / "out"
-    argv = [*TINY, "--blocks", "pre_ln", "--seeds", "0", "1", "--jobs", "2", "--runs-dir", str(runs)]
+    argv = [*TINY, *SWEEP, "--blocks", "pre_ln", "--seeds", "0", "1", "--jobs", "2", "--runs-dir", str(runs)]
     assert reproduce.main([*argv, "--output-dir", str(out)]) == 0
     result = json.loads((out / "results.json").read_text())
     assert [(r["block"], r["seed"]) for r in result["runs"]] == [("pre_ln", 0), ("pre_ln", 1)]
     assert {r["torch_threads"] for r in result["runs"]} == {max(1, torch.get_num_threads() // 2)}
     assert result["runs"][0]["eval_loss"] != result["runs"][1]["eval_loss"]  # the seeds differ
-    for seed in (0, 1):
-        assert "pre_ln" in (runs / f"seed{seed}" / "log.txt").read_text()
-    assert f"seed 1 in a child process, log {runs / 'seed1' / 'log.txt'}" in capsys.readouterr().err
+    assert result["lr_sweep"]["pre_ln"]["grid"] == [0.001, 0.004]
+    for phase in ("sweep", "final"):
+        for share in (0, 1):
+            assert "pre_ln" in (runs / f"{phase}-{share}.log").read_text()
+    assert f"final runs, share 2/2, log {runs / 'final-1.log'}" in capsys.readouterr().err
     # a child that fails is named, with its log
-    bad = [*TINY, "--blocks", "pre_ln", "--seeds", "2", "3", "--jobs", "2", "--runs-dir", str(runs)]
+    bad = [*TINY, *SWEEP, "--blocks", "pre_ln", "--seeds", "2", "3", "--jobs", "2", "--runs-dir", str(runs / "bad")]
     assert reproduce.main([*bad, "--set", "no_such_field=1", "--output-dir", str(tmp_path / "bad")]) == 1
     err = capsys.readouterr().err
-    assert f"training failed for seed 2 (exit 2, log {runs / 'seed2' / 'log.txt'}); seed 3 (exit 2" in err
-    assert "no_such_field" in (runs / "seed2" / "log.txt").read_text()
+    assert f"training failed for sweep share 1 (exit 2, log {runs / 'bad' / 'sweep-0.log'}); sweep share 2" in err
+    assert "no_such_field" in (runs / "bad" / "sweep-0.log").read_text()
     assert reproduce.main([*argv[:-4], "--jobs", "0"]) == 2
     assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_token_cosine_similarity_is_the_mean_over_distinct_token_pairs():
+    from modeling_simplified.training.callbacks import token_cosine_similarity
+
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(3, 7, 16, generator=gen)
+    mask = torch.ones(3, 7, dtype=torch.long)
+    mask[1, 5:] = 0  # a padded row: its last two tokens are not paired
+    expected = []
+    for row, keep in zip(hidden, mask.bool()):
+        units = torch.nn.functional.normalize(row[keep], dim=-1)
+        sims = units @ units.T
+        n = units.shape[0]
+        expected.append((sims.sum() - sims.diagonal().sum()) / (n * (n - 1)))
+    assert token_cosine_similarity(hidden, mask) == pytest.approx(float(torch.stack(expected).mean()), abs=1e-6)
+    assert token_cosine_similarity(torch.ones(2, 5, 4)) == pytest.approx(1.0)  # every token the same: collapse
+    assert token_cosine_similarity(torch.eye(4)[None]) == pytest.approx(0.0)  # orthogonal tokens
+
+
+def test_shaped_attention_keeps_tokens_apart_at_init_and_softmax_without_skips_collapses_them():
+    """§4.1's cited claim, measured at initialisation: without skips, softmax attention makes the token
+    representations ever more alike with depth (rank collapse); shaped attention (eq. 5) keeps them apart."""
+    from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM
+    from modeling_simplified.training.callbacks import DiagnosticsCallback
+
+    ids = torch.randint(0, 256, (4, 64), generator=torch.Generator().manual_seed(0))
+    last = {}
+    for name, overrides in {"sas": {}, "sas_softmax": {"attention_type": "softmax"}}.items():
+        torch.manual_seed(0)
+        config = SimplifiedConfig(
+            block_type="sas", vocab_size=256, hidden_size=64, num_hidden_layers=8, num_attention_heads=4, **overrides
+        )
+        model = SimplifiedForCausalLM(config)
+        diag = DiagnosticsCallback(model)
+        diag.probe_batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        diag.probe(model, "init")
+        cosine = [diag.cosine["init"][i] for i in range(8)]
+        last[name] = cosine[-1]
+        if name == "sas_softmax":
+            assert cosine[-1] > cosine[0] and cosine[-1] > 0.5, cosine
+    assert last["sas"] < 0.2 < 0.5 < last["sas_softmax"], last
+
+
+def test_raptr_against_the_full_model_at_equal_steps_and_equal_flops(tmp_path):
+    """`--raptr`: pre_ln trained with RaPTr (the paper's stagewise lr schedule) for as many steps as the full model
+    and for steps / expected relative FLOPs (2-3-4 on 4 layers: 0.75, so 16 for 12), every seed, compared per seed."""
+    shape = ["--steps", "12", "--layers", "4", "--hidden-size", "32", "--heads", "2", "--seq-len", "32"]
+    argv = [*shape, "--no-sweep", "--blocks", "pre_ln", "--raptr", "2-3-4", "--runs-dir", str(tmp_path / "runs")]
+    assert reproduce.main([*argv, "--output-dir", str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["block"] for r in result["runs"]] == ["pre_ln"]  # the table holds the full-model runs only
+    settings = {r["raptr"]["setting"]: r for r in result["raptr_runs"]}
+    assert settings["equal_steps"]["steps"] == 12 and settings["equal_flops"]["steps"] == 16
+    assert {r["raptr"]["lr_schedule"] for r in settings.values()} == {"stagewise"}
+    for setting, row in result["raptr"].items():
+        assert row["steps"] == {"full": 12, "raptr": settings[setting]["steps"]} and row["seeds"] == [0]
+        assert row["raptr_minus_full"] == [row["raptr_loss"][0] - row["full_loss"][0]]
+        assert row["verdict"] in ("RaPTr behind the full model", "RaPTr ahead of the full model")
+    assert "Table 1" in result["raptr"]["equal_steps"]["paper"] and "Table 7" in result["raptr"]["equal_flops"]["paper"]
+    assert "## RaPTr against the full model" in (tmp_path / "out" / "results.md").read_text()
+
+
+def test_raptr_verdict_is_inconclusive_when_seeds_disagree():
+    full = [{"block": "pre_ln", "seed": s, "steps": 4, "eval_loss": {"4": 3.0}, "train_time_s": 1.0} for s in (0, 1)]
+    raptr = [
+        {
+            "block": "pre_ln",
+            "seed": s,
+            "steps": 4,
+            "eval_loss": {"4": loss},
+            "train_time_s": 0.8,
+            "raptr": {"setting": "equal_steps"},
+        }
+        for s, loss in ((0, 2.9), (1, 3.1))
+    ]
+    row = reproduce.raptr_comparison(full, raptr)["equal_steps"]
+    assert row["verdict"] == "inconclusive" and row["raptr_minus_full"] == pytest.approx([-0.1, 0.1])
+
+
+def test_claim_is_inconclusive_when_the_seeds_disagree():
+    """simplest vs SAS-P: +6% in one seed (fails the 5% test), +4% in the other (passes): neither held nor not."""
+    records = [
+        _record("sas_p", [5, 4, 3, 2.5, 2.0], 1.0, seed=0),
+        _record("sas_p", [5, 4, 3, 2.5, 2.0], 1.0, seed=1),
+        _record("simplest", [5, 4, 3, 2.5, 2.12], 1.0, seed=0),
+        _record("simplest", [5, 4, 3, 2.5, 2.08], 1.0, seed=1),
+    ]
+    table = reproduce.summarise(records)
+    claim = next(v for v in reproduce.claims(table, records) if v["claim"].startswith("no norms"))
+    assert claim["held"] is None and claim["verdict"] == "inconclusive"
+    assert "per seed 0: +6.00% (not), 1: +4.00% (held)" in claim["numbers"]

@@ -8,7 +8,11 @@ Per layer i (keys `diag/L{i}/...`):
 - `kurtosis`: the activation kurtosis of the block output, as in He et al. (2024, *Understanding and minimising
   outlier features*): with `s_j` the mean square of channel j over the batch's tokens, `mean(s²) / mean(s)²`
   (1 when every channel has the same scale, large when a few channels carry outlier features). It is measured
-  with forward hooks on the training forward pass of each step that logs.
+  with forward hooks on the training forward pass of each step that logs;
+- `token_cosine_init`, `token_cosine_end`: signal propagation, the mean cosine similarity between the block
+  output's token representations (every pair of distinct tokens of a sequence, averaged over the sequences of the
+  first evaluation batch, at most 8), before the first step and after the last, in eval mode. Near 1 means rank
+  collapse: every token carries the same representation (Noci et al. 2022, the claim §4.1 of He & Hofmann cites).
 """
 
 from __future__ import annotations
@@ -22,6 +26,17 @@ def activation_kurtosis(hidden: torch.Tensor) -> float:
     """`mean(s²)/mean(s)²` with `s` the per-channel mean square over all tokens of `hidden` (…, d)."""
     s = hidden.detach().float().reshape(-1, hidden.shape[-1]).pow(2).mean(0)
     return float(s.pow(2).mean() / s.mean().pow(2).clamp_min(1e-30))
+
+
+def token_cosine_similarity(hidden: torch.Tensor, mask: torch.Tensor | None = None) -> float:
+    """Mean over sequences of the mean cosine similarity of every pair of distinct (unmasked) tokens of `hidden`
+    (batch, T, d), as `(‖Σ u‖² − n) / (n(n − 1))` over the unit vectors u of a sequence's n tokens: no T×T tensor."""
+    units = torch.nn.functional.normalize(hidden.detach().float(), dim=-1)
+    keep = torch.ones(units.shape[:2], device=units.device) if mask is None else mask.to(units.device).float()
+    units = units * keep[..., None]
+    n = keep.sum(-1)
+    pairs = (units.sum(1).pow(2).sum(-1) - n) / (n * (n - 1)).clamp_min(1)
+    return float(pairs[n > 1].mean())
 
 
 def _scalar(module: nn.Module) -> float | None:
@@ -61,16 +76,43 @@ class DiagnosticsCallback(TrainerCallback):
     def __init__(self, model: nn.Module):
         self.capture = False
         self.kurtosis: dict[int, float] = {}
+        self.probe_mask: torch.Tensor | None = None  # set while the signal-propagation probe runs
+        self.cosine: dict[str, dict[int, float]] = {"init": {}, "end": {}}
+        self.probe_batch: dict[str, torch.Tensor] | None = None  # set by the CLI: the first evaluation examples
         layers = getattr(getattr(model, "base_model", model), "layers", [])
         self.handles = [layer.register_forward_hook(self._hook(i)) for i, layer in enumerate(layers)]
 
     def _hook(self, index: int):
         def hook(module, args, output):
-            if self.capture and module.training:
-                hidden = output[0] if isinstance(output, tuple) else output
+            hidden = output[0] if isinstance(output, tuple) else output
+            if self.probe_mask is not None:
+                self.cosine[self.probe_when][index] = token_cosine_similarity(hidden, self.probe_mask)
+            elif self.capture and module.training:
                 self.kurtosis[index] = activation_kurtosis(hidden)
 
         return hook
+
+    def probe(self, model: nn.Module, when: str) -> None:
+        """Signal propagation of the probe batch's tokens through every block, in eval mode, without gradients."""
+        if self.probe_batch is None:
+            return
+        device = next(model.parameters()).device
+        ids = self.probe_batch["input_ids"].to(device)
+        mask = self.probe_batch.get("attention_mask")
+        mask = torch.ones_like(ids) if mask is None else mask.to(device)
+        training = model.training
+        self.probe_mask, self.probe_when = mask, when
+        try:
+            with torch.no_grad():
+                model.eval()
+                model(input_ids=ids, attention_mask=mask)
+        finally:
+            self.probe_mask = None
+            model.train(training)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if model is not None:
+            self.probe(model, "init")
 
     def on_step_begin(self, args, state, control, **kwargs):
         step = state.global_step + 1
@@ -79,7 +121,9 @@ class DiagnosticsCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         self.capture = False
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        if model is not None:
+            self.probe(model, "end")
         for handle in self.handles:
             handle.remove()
         self.handles = []
@@ -87,4 +131,6 @@ class DiagnosticsCallback(TrainerCallback):
     def collect(self, model: nn.Module) -> dict[str, float]:
         stats = gain_statistics(model)
         stats.update({f"diag/L{i}/kurtosis": k for i, k in sorted(self.kurtosis.items())})
+        for when, values in self.cosine.items():
+            stats.update({f"diag/L{i}/token_cosine_{when}": c for i, c in sorted(values.items())})
         return stats

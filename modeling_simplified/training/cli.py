@@ -115,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="kept layers' update scale (depth only): sqrt (App. J, default), inverse (1/p), none",
     )
     raptr.add_argument(
+        "--raptr-lr-schedule",
+        choices=("stagewise", "preset"),
+        default="stagewise",
+        help="stagewise (default, the paper's, §4 and App. D.4): warmup, the peak lr constant through every stage "
+        "but the last, a linear decay to 0 over the last (full-model) stage; preset: the preset's schedule",
+    )
+    raptr.add_argument(
         "--raptr-variant",
         default="depth",
         help="random subnetworks of layers (depth), of each "
@@ -296,13 +303,24 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
             "micro-batch, so RaPTr would draw a new subnetwork per micro-batch instead of per optimizer update. "
             "Pass --set training.batch_ramp_to=null to train with RaPTr and a fixed batch."
         )
+    raptr = dict(raptr or {})
+    lr_schedule = raptr.pop("lr_schedule", "stagewise")
     raptr_cb = _raptr_callback(raptr) if raptr else None
     # under torchrun / accelerate launch this joins the process group (no file is written)
     args = training_arguments(preset.training, str(out), eval_on_start=plan.resume_from is None)
     main_process = args.process_index == 0
     model, data = _model_and_tokenizer(plan)
+    lr_decay_start = None
     if raptr_cb is not None:
-        _check_raptr_schedule(raptr_cb, model, _planned_steps(args, data.train))
+        steps = _planned_steps(args, data.train)
+        _check_raptr_schedule(raptr_cb, model, steps)
+        if lr_schedule == "stagewise":
+            if steps is None:
+                raise UsageError(
+                    "--raptr-lr-schedule stagewise needs the run's number of optimizer steps, which a dataset "
+                    "without length does not give: pass --max-steps, or --raptr-lr-schedule preset."
+                )
+            lr_decay_start = raptr_cb.build(model.config, steps).stages[-1].start
 
     # everything that can fail on user input has been checked (on every rank: plan_run read the output directory,
     # hence the barrier): from here on the world process zero writes the output directory
@@ -329,6 +347,10 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         if preset.data.packing:
             collator = PackingCollator(collator if preset.task == "masked-lm" else None)
     diag = DiagnosticsCallback(model) if diagnostics else None
+    if diag is not None and data.eval is not None and len(data.eval) and preset.task != "sequence-classification":
+        # the signal-propagation probe's batch: the first evaluation examples, padded (no collator: no randomness)
+        examples = [{"input_ids": data.eval[i]["input_ids"]} for i in range(min(8, len(data.eval)))]
+        diag.probe_batch = dict(data.tokenizer.pad(examples, return_tensors="pt"))
     trainer = SimplifiedTrainer(
         model=model,
         args=args,
@@ -338,6 +360,7 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         processing_class=data.tokenizer,
         recipe=preset.training,
         diagnostics=diag,
+        lr_decay_start=lr_decay_start,
         callbacks=[cb for cb in (diag, raptr_cb) if cb] or None,
         compute_metrics=_compute_metrics if preset.task == "sequence-classification" else None,
     )
@@ -382,6 +405,7 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         metrics["diagnostics"] = diag.collect(model)
     if raptr_cb is not None:  # the Trainer may have replaced it by one restored from the checkpoint
         metrics["raptr"] = next(cb for cb in trainer.callback_handler.callbacks if type(cb) is type(raptr_cb)).report
+        metrics["raptr"] = {**metrics["raptr"], "lr_schedule": lr_schedule, "lr_decay_start": lr_decay_start}
     if not trainer.is_world_process_zero():
         metrics["wall_time_s"] = time.time() - started
         return metrics  # the world process zero writes the plot, the export and metrics.json
@@ -433,6 +457,7 @@ def _raptr_options(args: argparse.Namespace) -> dict | None:
         full_model_steps=args.raptr_full_steps,
         scaling=args.raptr_scaling,
         variant=args.raptr_variant,
+        lr_schedule=args.raptr_lr_schedule,
     )
 
 

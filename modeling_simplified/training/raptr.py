@@ -119,6 +119,22 @@ class RaptrSchedule:
         return sum((s.end - s.start) * s.size for s in self.stages) / (self.num_layers * max(total, 1))
 
 
+def stagewise_lr_lambda(warmup_steps: int, decay_start: int, total_steps: int):
+    """RaPTr's learning-rate schedule (Panigrahi et al. §4 "RaPTr setup", App. D.4): linear warmup, then the peak lr
+    held constant through every stage but the last, then a linear decay to 0 over the last, full-model stage
+    (`decay_start` is its first step). A factor of the peak lr per optimizer step, for `LambdaLR`."""
+    decay_start = max(decay_start, warmup_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return step / max(1, warmup_steps)
+        if step < decay_start:
+            return 1.0
+        return max(0.0, (total_steps - step) / max(1, total_steps - decay_start))
+
+    return factor
+
+
 def parse_sizes(spec: str, num_layers: int) -> list[float]:
     """`recommended` (4 stages: L/2, then +L/6 per stage up to L, §4 box) or hyphen-separated sizes `6-8-10-12`."""
     if spec == "recommended":

@@ -132,12 +132,24 @@ class BatchRampAdamW(torch.optim.AdamW):
 
 class SimplifiedTrainer(Trainer):
     """`Trainer` with the model core's AdamW parameter groups (no decay on gains, norms, biases), crammed BERT's
-    batch ramp when the recipe asks for it, and the diagnostics callback's values merged into the train logs."""
+    batch ramp when the recipe asks for it, RaPTr's stagewise lr schedule when given `lr_decay_start`, and the
+    diagnostics callback's values merged into the train logs."""
 
-    def __init__(self, *args, recipe: TrainingRecipe, diagnostics=None, **kwargs):
+    def __init__(self, *args, recipe: TrainingRecipe, diagnostics=None, lr_decay_start: int | None = None, **kwargs):
         self.recipe = recipe
         self.diagnostics = diagnostics
+        self.lr_decay_start = lr_decay_start  # RaPTr's stagewise schedule: constant until here, then linear to 0
         super().__init__(*args, **kwargs)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        if self.lr_scheduler is None and self.lr_decay_start is not None:
+            from .raptr import stagewise_lr_lambda
+
+            factor = stagewise_lr_lambda(
+                self.args.get_warmup_steps(num_training_steps), self.lr_decay_start, num_training_steps
+            )
+            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer or self.optimizer, factor)
+        return super().create_scheduler(num_training_steps, optimizer)
 
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
         if self.optimizer is None:

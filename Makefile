@@ -25,9 +25,10 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The paper's block comparison in miniature (docs/reproduction/): an lr sweep per block, then two seeds at each block's lr, and RaPTr at equal steps and FLOPs (several hours on
-# 2 cores). Other options via REPRODUCE_ARGS, e.g. REPRODUCE_ARGS="--seeds 0 1 2 --jobs 3".
-REPRODUCE_ARGS ?= --seeds 0 1 --jobs 2 --raptr recommended
+# The paper's block comparison in miniature (docs/reproduction/): an lr sweep per block, then two seeds at each
+# block's lr, and RaPTr at equal steps and FLOPs, at the codeparrot-tiny presets' own shape (4 blocks, d=128, 300
+# steps; about 75 minutes on 2 cores). Other options via REPRODUCE_ARGS, e.g. REPRODUCE_ARGS="--seeds 0 1 2 --jobs 3".
+REPRODUCE_ARGS ?= --seeds 0 1 --jobs 2 --raptr recommended --layers 4 --hidden-size 128 --steps 300
 reproduce: setup
 	$(BIN)/python -m modeling_simplified.training.reproduce $(REPRODUCE_ARGS)
 

@@ -10,8 +10,9 @@ Sections (results printed as tables and written to `--json`):
   seq 128, batch 8), as ratios to our `pre_ln`, and two anchors of the same shape and attention implementation
   (sdpa): our `pre_ln` against `GPT2LMHeadModel`, and `pre_ln_llama` (our pre_ln with RMSNorm, SwiGLU of width
   8/3·d, rotary positions, tied embeddings) against `LlamaForCausalLM` configured alike, in a group of their own.
-  Models are timed round-robin in groups that fit in memory; the order rotates every round; after a warm-up round, each round gives one ratio per model, and the
-  median of those ratios is the figure (their min..max is the spread). The analytic matmul-FLOP bound of each
+  Models are timed round-robin in groups that fit in memory, each model in a process of its own (its own heap; one
+  step runs at a time); the order rotates every round; after a warm-up round, each round gives one ratio per model,
+  and the median of those ratios is the figure (their min..max is the spread). The analytic matmul-FLOP bound of each
   ratio (weights of every GEMM, attention scores and mixing) stands next to it.
 - `mfu`: model FLOPs utilisation of the training step, as the field uses the term: achieved model FLOP/s (the
   analytic FLOPs of `train` over the median step) / this machine's peak GEMM FLOP/s, one number for all models (the
@@ -175,9 +176,10 @@ def matmul_flops_per_token(model: torch.nn.Module, shape: Shape) -> float:
     return 6 * gemm_weights + 3 * shape.layers * 2 * 2 * shape.seq * shape.width
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor) -> None:
-    """One Trainer step: forward with labels, backward, clip at 1, AdamW step, zero_grad (set to None)."""
-    model(input_ids=batch, labels=batch).loss.backward()
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor, **forward) -> None:
+    """One Trainer step: forward with labels (and `forward`'s arguments), backward, clip at 1, AdamW step,
+    zero_grad (set to None)."""
+    model(input_ids=batch, labels=batch, **forward).loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -194,21 +196,98 @@ def _stats(times: list[float]) -> dict:
 
 
 def round_robin(models: dict, run, rounds: int, warmup: int = 1) -> dict[str, dict]:
-    """Time `run(name, model)` for every model, one call each per round, the order rotating every round; the first
-    `warmup` rounds are not timed. Returns per model the wall times, CPU times and their statistics."""
+    """Time every model, one call each per round, the order rotating every round; the first `warmup` rounds are not
+    timed. `run(name, model)` returns the call's (wall, CPU) seconds (`timed` measures them in this process, a
+    `TrainProcess` in its own). Returns per model the wall times, the median CPU time and their statistics."""
     names = list(models)
     wall = {n: [] for n in names}
     cpu = {n: [] for n in names}
     for r in range(warmup + rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            _sync()
-            start, cpu_start = time.perf_counter(), time.process_time()
-            run(name, models[name])
-            _sync()
+            wall_s, cpu_s = run(name, models[name])
             if r >= warmup:
-                wall[name].append(time.perf_counter() - start)
-                cpu[name].append(time.process_time() - cpu_start)
+                wall[name].append(wall_s)
+                cpu[name].append(cpu_s)
     return {n: {**_stats(wall[n]), "cpu_median_s": statistics.median(cpu[n])} for n in names}
+
+
+def timed(fn):
+    """`fn(name, model)` as a `round_robin` call timed in this process: (wall, CPU) seconds."""
+
+    def run(name, model):
+        _sync()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        fn(name, model)
+        _sync()
+        return time.perf_counter() - start, time.process_time() - cpu_start
+
+    return run
+
+
+class TrainProcess:
+    """One model's training steps in a process of its own, started with `spawn`. Models timed in one process share
+    its heap: a step's page faults and allocator state depend on the model that ran before it, and round-robin
+    neighbours never change (docs/speed.md). Here each model has its own heap and threads, and the parent runs one
+    step at a time, so the models still take turns on the same cores. `step()` returns the step's (wall, CPU)
+    seconds, measured in the child."""
+
+    def __init__(self, name: str, shape: Shape, compiled: bool = False, **forward):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        args = (child, name, shape, compiled, forward, str(DEVICE), torch.get_num_threads())
+        self.process = context.Process(target=_train_worker, args=args, daemon=True)
+        self.process.start()
+        child.close()
+        self.info = self._receive()  # params and matmul FLOPs per token
+
+    def _receive(self):
+        try:
+            message = self.conn.recv()
+        except EOFError:
+            self.process.join()
+            raise RuntimeError(f"benchmark worker exited with code {self.process.exitcode}") from None
+        if isinstance(message, BaseException):
+            raise message
+        return message
+
+    def step(self) -> tuple[float, float]:
+        self.conn.send("step")
+        return self._receive()
+
+    def close(self) -> None:
+        self.conn.send(None)
+        self.process.join()
+
+
+def round_robin_processes(workers: dict[str, TrainProcess], rounds: int, warmup: int = 1) -> dict[str, dict]:
+    """`round_robin` over training steps in `TrainProcess`es, which it closes."""
+    try:
+        return round_robin(workers, lambda _name, worker: worker.step(), rounds, warmup)
+    finally:
+        for worker in workers.values():
+            worker.close()
+
+
+def _train_worker(conn, name: str, shape: Shape, compiled: bool, forward: dict, device: str, threads: int) -> None:
+    global DEVICE
+    DEVICE = torch.device(device)
+    torch.set_num_threads(threads)
+    try:
+        batch = _ids(shape)
+        torch.manual_seed(0)
+        model = build(name, shape).train()
+        info = {"params": sum(p.numel() for p in model.parameters()), "flops": matmul_flops_per_token(model, shape)}
+        optimizer = optimizer_for(model)
+        step = timed(lambda _name, m: train_step(m, optimizer, batch, **forward))
+        model = torch.compile(model) if compiled else model
+    except BaseException as error:  # reported to the parent, which raises it
+        conn.send(error)
+        return
+    conn.send(info)
+    while conn.recv() is not None:
+        conn.send(step(name, model))
 
 
 def ratios(results: dict[str, dict], base: str) -> dict[str, dict]:
@@ -237,15 +316,10 @@ def bench_train(shape: Shape, rounds: int, groups=TRAIN_GROUPS, compiled: bool =
 
 
 def _train_group(group: tuple[str, ...], shape: Shape, rounds: int, compiled: bool) -> dict[str, dict]:
-    batch = _ids(shape)
-    torch.manual_seed(0)
-    models = {name: build(name, shape).train() for name in group}
-    flops = {name: matmul_flops_per_token(m, shape) for name, m in models.items()}
-    params = {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()}
-    optimizers = {name: optimizer_for(m) for name, m in models.items()}
-    if compiled:
-        models = {name: torch.compile(m) for name, m in models.items()}
-    results = round_robin(models, lambda n, m: train_step(m, optimizers[n], batch), rounds, warmup=2 if compiled else 1)
+    workers = {name: TrainProcess(name, shape, compiled) for name in group}
+    results = round_robin_processes(workers, rounds, warmup=2 if compiled else 1)
+    flops = {name: w.info["flops"] for name, w in workers.items()}
+    params = {name: w.info["params"] for name, w in workers.items()}
     rows = {}
     for name in group:
         rows[name] = {
@@ -314,24 +388,25 @@ def bench_mfu(shape: Shape, rounds: int, names=("gpt2", "pre_ln", "sas_p")) -> d
     FLOP/s, one number for every model: the best rate of any GEMM the models' steps run, each recorded with its
     shapes and operand layouts and timed alone. Beside it, the GEMM-time share (the step's GEMMs timed alone over
     the step time), which says how much of a step is matmul, not how fast the matmuls are."""
+    results = round_robin_processes({name: TrainProcess(name, shape) for name in names}, rounds)
     batch = _ids(shape)
-    torch.manual_seed(0)
-    models = {name: build(name, shape).train() for name in names}
-    optimizers = {name: optimizer_for(m) for name, m in models.items()}
-    results = round_robin(models, lambda n, m: train_step(m, optimizers[n], batch), rounds)
-    calls = {}
-    for name, model in models.items():
+    calls, flops = {}, {}
+    for name in names:  # one at a time in this process: the GEMMs a step dispatches
+        torch.manual_seed(0)
+        model = build(name, shape).train()
+        flops[name] = matmul_flops_per_token(model, shape)
         recorder = _GemmRecorder()
         with recorder:
-            train_step(model, optimizers[name], batch)
+            train_step(model, optimizer_for(model), batch)
         calls[name] = recorder.calls
+        del model
     alone = {key: _time_gemm(key) for key in {key for c in calls.values() for key in c}}
     peak_key = max(alone, key=lambda key: _gemm_flops(key) / alone[key])
     peak = _gemm_flops(peak_key) / alone[peak_key]
     out = {}
-    for name, model in models.items():
+    for name in names:
         step = results[name]["median_s"]
-        model_flops = matmul_flops_per_token(model, shape) * shape.batch * shape.seq
+        model_flops = flops[name] * shape.batch * shape.seq
         gemm_time = sum(count * alone[key] for key, count in calls[name].items())
         out[name] = {
             "step_median_s": step,
@@ -369,7 +444,7 @@ def bench_generate(shape: Shape, rounds: int, new_tokens: int = 128, prompt: int
                 produced = model.generate(ids, **kw)
             assert produced.shape == (ids.shape[0], prompt + new_tokens)
 
-        results = round_robin(models, run, rounds)
+        results = round_robin(models, timed(run), rounds)
         vs = ratios(results, "gpt2")
         out[f"batch_{batch_size}"] = {
             name: {**r, "tokens_per_s": batch_size * new_tokens / r["median_s"], "vs_gpt2": vs[name]}
@@ -549,9 +624,9 @@ def bench_packing(shape: Shape, rounds: int, names=("pre_ln", "sas_p")) -> dict:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
-        timed = round_robin({"padded": model, "packed": model}, step, rounds)
-        out[name] = {kind: {**r, "tokens_per_s": tokens / r["min_s"]} for kind, r in timed.items()}
-        out[name]["packed_over_padded"] = ratios(timed, "padded")["packed"]
+        timed_steps = round_robin({"padded": model, "packed": model}, timed(step), rounds)
+        out[name] = {kind: {**r, "tokens_per_s": tokens / r["min_s"]} for kind, r in timed_steps.items()}
+        out[name]["packed_over_padded"] = ratios(timed_steps, "padded")["packed"]
     return out
 
 
@@ -607,27 +682,17 @@ print(peak_kb() - before)
 
 
 def bench_loss(shape: Shape, rounds: int, names=("pre_ln", "sas_p")) -> dict:
-    """The fused head + loss against the logits path: training-step time (round-robin on one model) and the peak
+    """The fused head + loss against the logits path: training-step time (round-robin, the same model in two
+    processes, one per head) and the peak
     memory growth of a training step after the first (AdamW's state already there) in a fresh process each; glibc
     maps every allocation over 64 KiB on its own, so freed tensors leave the resident set and the peak is theirs."""
-    batch = _ids(shape)
     env = {**os.environ, "MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
     out = {}
     for name in names:
-        torch.manual_seed(0)
-        model = build(name, shape).train()
-        optimizer = optimizer_for(model)
-
-        def step(kind, model, optimizer=optimizer):
-            model(input_ids=batch, labels=batch, skip_logits=kind == "fused").loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-        timed = round_robin({"logits": model, "fused": model}, step, rounds)
-        del model, optimizer
-        row = {kind: dict(r) for kind, r in timed.items()}
-        row["fused_speedup"] = ratios(timed, "logits")["fused"]
+        workers = {kind: TrainProcess(name, shape, skip_logits=kind == "fused") for kind in ("logits", "fused")}
+        timed_steps = round_robin_processes(workers, rounds)
+        row = {kind: dict(r) for kind, r in timed_steps.items()}
+        row["fused_speedup"] = ratios(timed_steps, "logits")["fused"]
         for kind in ("logits", "fused"):
             code = _TRAIN_MEMORY_CHILD.format(shape=asdict(shape), name=name, fused=kind == "fused", device=str(DEVICE))
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)

@@ -21,6 +21,26 @@ def test_ratios_are_per_round_and_of_minimum_times():
     assert r["ratio_of_min"] == 2.0
 
 
+def test_train_process_times_its_own_steps_and_reports_its_model():
+    """Each model trains in a process of its own; its steps are timed there and its build is reported, and a
+    worker that cannot build its model raises the error in the parent instead of hanging the round-robin."""
+    worker = benchmark.TrainProcess("pre_ln", QUICK)
+    try:
+        with torch.device("meta"):
+            model = build("pre_ln", QUICK)
+        assert worker.info == {
+            "params": sum(p.numel() for p in model.parameters()),
+            "flops": matmul_flops_per_token(model, QUICK),
+        }
+        results = benchmark.round_robin({"pre_ln": worker}, lambda _name, w: w.step(), rounds=2)
+        assert len(results["pre_ln"]["times_s"]) == 2 and results["pre_ln"]["min_s"] > 0
+        assert results["pre_ln"]["cpu_median_s"] > 0
+    finally:
+        worker.close()
+    with pytest.raises(ValueError, match="block_type"):
+        benchmark.TrainProcess("no_such_block", QUICK)
+
+
 def test_flop_bound_counts_the_removed_value_and_projection_matrices():
     """At the CodeParrot shape SAS-P drops 2d² of 12d² block weights (plus layer 1 keeping its eq. 6 W^V):
     the bound is about 1.14, and GPT-2 and our pre_ln have the same GEMMs."""

@@ -304,3 +304,40 @@ def test_claim_is_inconclusive_when_the_seeds_disagree():
     claim = next(v for v in reproduce.claims(table, records) if v["claim"].startswith("no norms"))
     assert claim["held"] is None and claim["verdict"] == "inconclusive"
     assert "per seed 0: +6.00% (not), 1: +4.00% (held)" in claim["numbers"]
+
+
+def test_ordering_claim_is_inconclusive_inside_the_seed_spread():
+    """V-SkipInit behind Pre-LN in both seeds, but by less than Pre-LN's own seed-to-seed spread: inconclusive; the
+    same gap with seeds that agree closely holds."""
+
+    def verdict(pre_ln_finals, value_finals):
+        records = [_record("pre_ln", [5, 4, 3, 2.5, f], 1.0, seed=s) for s, f in enumerate(pre_ln_finals)]
+        records += [_record("value_skipinit", [5, 4, 3, 2.5, f], 1.0, seed=s) for s, f in enumerate(value_finals)]
+        table = reproduce.summarise(records)
+        return next(v for v in reproduce.claims(table, records) if v["claim"].startswith("V-SkipInit"))
+
+    noisy = verdict([2.0, 2.2], [2.05, 2.25])
+    assert noisy["verdict"] == "inconclusive" and noisy["held"] is None and "seed spread 0.2000" in noisy["numbers"]
+    steady = verdict([2.0, 2.01], [2.05, 2.06])
+    assert steady["verdict"] == "held" and steady["held"] is True
+
+
+def test_raptr_verdict_is_inconclusive_inside_the_seed_spread():
+    full = [
+        {"block": "pre_ln", "seed": s, "steps": 4, "eval_loss": {"4": loss}, "train_time_s": 1.0}
+        for s, loss in ((0, 3.0), (1, 3.4))
+    ]
+    raptr = [
+        {
+            "block": "pre_ln",
+            "seed": s,
+            "steps": 4,
+            "eval_loss": {"4": loss},
+            "train_time_s": 0.8,
+            "raptr": {"setting": "equal_flops"},
+        }
+        for s, loss in ((0, 3.05), (1, 3.45))
+    ]
+    row = reproduce.raptr_comparison(full, raptr)["equal_flops"]
+    assert row["raptr_minus_full"] == pytest.approx([0.05, 0.05]) and row["seed_spread"] == pytest.approx(0.4)
+    assert row["verdict"] == "inconclusive"

@@ -225,7 +225,7 @@ def timed(fn):
 
 
 class TrainProcess:
-    """One model's training steps in a process of its own, started with `spawn`. Models timed in one process share
+    """One model's training steps in a process of its own (a `forkserver` child). Models timed in one process share
     its heap: a step's page faults and allocator state depend on the model that ran before it, and round-robin
     neighbours never change (docs/speed.md). Here each model has its own heap and threads, and the parent runs one
     step at a time, so the models still take turns on the same cores. `step()` returns the step's (wall, CPU)
@@ -234,7 +234,8 @@ class TrainProcess:
     def __init__(self, name: str, shape: Shape, compiled: bool = False, **forward):
         import multiprocessing
 
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context("forkserver")  # children fork from a server that imported torch once
+        context.set_forkserver_preload([__name__])
         self.conn, child = context.Pipe()
         args = (child, name, shape, compiled, forward, str(DEVICE), torch.get_num_threads())
         self.process = context.Process(target=_train_worker, args=args, daemon=True)

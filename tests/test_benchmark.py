@@ -94,3 +94,27 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert (
         loss["fused"]["peak_MiB"] > 0 and loss["logits"]["peak_MiB"] > 0 and loss["fused_speedup"]["ratio_median"] > 0
     )
+
+
+def test_targets_count_a_run_as_met_only_when_every_condition_holds():
+    """sas_p needs the median and the ratio of minimum times at 1.13; memory needs both models 25% below."""
+    from benchmarks import targets
+
+    def vs(median, of_min):
+        return {"ratio_median": median, "ratio_low": median - 0.1, "ratio_high": median + 0.1, "ratio_of_min": of_min}
+
+    def run(sas_p_of_min, sas_p_peak):
+        return {
+            "train": {
+                "pre_ln": {"vs_gpt2": vs(1.5, 1.5)},
+                "sas_p": {"vs_pre_ln": vs(1.14, sas_p_of_min)},
+                "sas": {"vs_pre_ln": vs(1.0, 1.0)},
+                "pre_ln_llama": {"vs_llama": vs(1.0, 1.0)},
+            },
+            "loss": {"pre_ln": {"fused": {"peak_MiB": 70.0}}, "sas_p": {"fused": {"peak_MiB": sas_p_peak}}},
+        }
+
+    before = {"loss": {name: {"logits": {"peak_MiB": 100.0}} for name in ("pre_ln", "sas_p")}}
+    rows = targets.table({"a": run(1.14, 75.0), "b": run(1.12, 76.0)}, before).splitlines()[2:]
+    met = [row.rsplit("|", 2)[-2].strip() for row in rows]
+    assert met == ["2 of 2 runs", "1 of 2 runs", "0 of 2 runs", "2 of 2 runs", "1 of 2 runs"]

@@ -341,3 +341,12 @@ def test_raptr_verdict_is_inconclusive_inside_the_seed_spread():
     row = reproduce.raptr_comparison(full, raptr)["equal_flops"]
     assert row["raptr_minus_full"] == pytest.approx([0.05, 0.05]) and row["seed_spread"] == pytest.approx(0.4)
     assert row["verdict"] == "inconclusive"
+
+
+def test_wall_clock_claim_is_checked_on_every_seed():
+    records = [_record("pre_ln", [5, 4, 3, 2.5, 2.0], 1.0, seed=s) for s in (0, 1)]
+    records += [_record("sas_p", [5, 4, 3, 2.5, final], 1.0, seed=s) for s, final in ((0, 1.8), (1, 2.1))]
+    table = reproduce.summarise(records)
+    claim = next(v for v in reproduce.claims(table, records) if "wall-clock" in v["claim"])
+    assert claim["verdict"] == "inconclusive" and claim["held"] is None
+    assert "per seed 0: 1.8000 vs 2.0000 (held), 1: 2.1000 vs 2.0000 (not)" in claim["numbers"]

@@ -275,20 +275,19 @@ def test_raptr_against_the_full_model_at_equal_steps_and_equal_flops(tmp_path):
     assert "## RaPTr against the full model" in (tmp_path / "out" / "results.md").read_text()
 
 
+def _raptr_row(full_losses, raptr_losses, setting="equal_steps"):
+    """`raptr_comparison`'s row for one setting, seed i with full loss `full_losses[i]`, RaPTr `raptr_losses[i]`."""
+
+    def record(seed, loss, **extra):
+        return {"block": "pre_ln", "seed": seed, "steps": 4, "eval_loss": {"4": loss}, "train_time_s": 1.0, **extra}
+
+    full = [record(s, loss) for s, loss in enumerate(full_losses)]
+    raptr = [record(s, loss, raptr={"setting": setting}) for s, loss in enumerate(raptr_losses)]
+    return reproduce.raptr_comparison(full, raptr)[setting]
+
+
 def test_raptr_verdict_is_inconclusive_when_seeds_disagree():
-    full = [{"block": "pre_ln", "seed": s, "steps": 4, "eval_loss": {"4": 3.0}, "train_time_s": 1.0} for s in (0, 1)]
-    raptr = [
-        {
-            "block": "pre_ln",
-            "seed": s,
-            "steps": 4,
-            "eval_loss": {"4": loss},
-            "train_time_s": 0.8,
-            "raptr": {"setting": "equal_steps"},
-        }
-        for s, loss in ((0, 2.9), (1, 3.1))
-    ]
-    row = reproduce.raptr_comparison(full, raptr)["equal_steps"]
+    row = _raptr_row([3.0, 3.0], [2.9, 3.1])
     assert row["verdict"] == "inconclusive" and row["raptr_minus_full"] == pytest.approx([-0.1, 0.1])
 
 
@@ -323,24 +322,10 @@ def test_ordering_claim_is_inconclusive_inside_the_seed_spread():
 
 
 def test_raptr_verdict_is_inconclusive_inside_the_seed_spread():
-    full = [
-        {"block": "pre_ln", "seed": s, "steps": 4, "eval_loss": {"4": loss}, "train_time_s": 1.0}
-        for s, loss in ((0, 3.0), (1, 3.4))
-    ]
-    raptr = [
-        {
-            "block": "pre_ln",
-            "seed": s,
-            "steps": 4,
-            "eval_loss": {"4": loss},
-            "train_time_s": 0.8,
-            "raptr": {"setting": "equal_flops"},
-        }
-        for s, loss in ((0, 3.05), (1, 3.45))
-    ]
-    row = reproduce.raptr_comparison(full, raptr)["equal_flops"]
+    row = _raptr_row([3.0, 3.4], [3.05, 3.45], setting="equal_flops")
     assert row["raptr_minus_full"] == pytest.approx([0.05, 0.05]) and row["seed_spread"] == pytest.approx(0.4)
     assert row["verdict"] == "inconclusive"
+    assert _raptr_row([3.0, 3.01], [3.2, 3.21])["verdict"] == "RaPTr behind the full model"
 
 
 def test_wall_clock_claim_is_checked_on_every_seed():

@@ -1,4 +1,4 @@
-"""Benchmark suite (`make bench`): what users compare us on, every figure a ratio measured in the same process.
+"""Benchmark suite (`make bench`): what users compare us on, every figure a ratio measured in the same run.
 
     python -m benchmarks.benchmark                       # everything, the paper's CodeParrot shape
     python -m benchmarks.benchmark --sections train,mfu  # a subset

@@ -256,7 +256,7 @@ class SimplifiedConfig(PreTrainedConfig):
     """
 
     model_type = "simplified"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]  # the output field's name from / before 5.24
 
     block_type: str = "pre_ln"
     vocab_size: int = 50257

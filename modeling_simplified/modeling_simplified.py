@@ -41,6 +41,17 @@ from .configuration_simplified import GATED_ACTIVATIONS, SimplifiedConfig
 # Feature detection for the supported transformers range (>= MIN_TRANSFORMERS_VERSION, checked on import of the
 # configuration module): a cache's capacity is `get_max_cache_shape()` up to 5.10 at least, `get_max_length()` from 5.14.
 _CACHE_MAX_LENGTH = "get_max_length" if hasattr(Cache, "get_max_length") else "get_max_cache_shape"
+# 5.24 renamed the cache, as a forward argument and an output field, from `past_key_values` to `cache` (the old name
+# warns there). `generate` and gradient checkpointing use the installed release's name, `CACHE_FIELD`; the public
+# forwards take both names, the outputs carry the installed one.
+CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+    """The cache passed as `cache` or under its name before transformers 5.24, `past_key_values`."""
+    if cache is not None and past_key_values is not None:
+        raise ValueError("Pass the cache once: as `cache` or as `past_key_values` (its older name), not both.")
+    return past_key_values if cache is None else cache
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -761,19 +772,19 @@ class SimplifiedAttention(nn.Module):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
-        past_key_values: Cache | None = None,
         key_padding_mask: torch.Tensor | None = None,
         sequence_ids: torch.Tensor | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        cache: Cache | None = kwargs.pop(CACHE_FIELD, None)  # the name gradient checkpointing clears
         batch, q_len, _ = hidden_states.shape
         heads = lambda t: t.view(batch, q_len, -1, self.head_dim).transpose(1, 2)  # noqa: E731
         query, key, value = (heads(t) for t in self.qkv(hidden_states))  # keys, values: num_key_value_heads
         query, key = apply_rotary(self.q_norm(query), self.k_norm(key), position_embeddings)
-        past_length = _cache_length(past_key_values, self.layer_idx)
+        past_length = _cache_length(cache, self.layer_idx)
         current_value = value
-        if past_key_values is not None:
-            key, value = past_key_values.update(key, value, self.layer_idx)
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
 
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -883,7 +894,7 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     supports_gradient_checkpointing = True
     _no_split_modules = ["SimplifiedBlock", "SimplifiedParallelBlock"]
-    _skip_keys_device_placement = ["past_key_values"]
+    _skip_keys_device_placement = ["cache", "past_key_values"]
     _supports_flash_attn = True
     _supports_sdpa = True
     _supports_flex_attn = True
@@ -1177,22 +1188,24 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         token_type_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("SimplifiedModel.forward: pass exactly one of input_ids or inputs_embeds.")
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
+        cache = _one_cache(cache, past_key_values)
         causal = self.config.is_causal
-        if use_cache and causal and past_key_values is None:
-            past_key_values = DynamicCache(config=self.config)
+        if use_cache and causal and cache is None:
+            cache = DynamicCache(config=self.config)
         if not causal:
-            past_key_values = None
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+            cache = None
+        past_length = cache.get_seq_length() if cache is not None else 0
         seq_len = inputs_embeds.shape[1]
         if position_ids is None and kwargs.get("cu_seq_lens_q") is not None and past_length == 0:
             position_ids = _positions_from_cu_seq_lens(kwargs["cu_seq_lens_q"], seq_len)  # packed, varlen kwargs only
@@ -1215,7 +1228,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         ):
             sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
         mask_fn = create_causal_mask if causal else create_bidirectional_mask
-        mask_kwargs = dict(past_key_values=past_key_values, position_ids=position_ids) if causal else {}
+        mask_kwargs = {CACHE_FIELD: cache, "position_ids": position_ids} if causal else {}
         if sequence_ids is not None:
             mask_kwargs["and_mask_function"] = packed_sequence_mask_function(sequence_ids)
         mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)
@@ -1235,13 +1248,13 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
                 attention_mask=mask,
                 position_ids=position_ids,  # flash-attention kernels find packed sequences from them
                 position_embeddings=position_embeddings,
-                past_key_values=past_key_values,
                 key_padding_mask=key_padding_mask,
                 sequence_ids=sequence_ids,
+                **{CACHE_FIELD: cache},
                 **kwargs,
             )
             hidden_states = output if scale == 1.0 else torch.lerp(hidden_states, output, scale)
-        return BaseModelOutputWithPast(last_hidden_state=self.norm(hidden_states), past_key_values=past_key_values)
+        return BaseModelOutputWithPast(last_hidden_state=self.norm(hidden_states), **{CACHE_FIELD: cache})
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1367,13 +1380,17 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
 
     @staticmethod
     def create_masks_for_generate(
-        attention_mask: torch.Tensor | None = None, past_key_values: Cache | None = None, **kwargs
+        attention_mask: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
     ) -> torch.Tensor | None:
         """With a static cache, `generate` would pre-build a 4-D mask; keep the 2-D padding mask instead (the model
         builds its mask itself, and shaped attention counts the real keys of its centring term from it), zero-padded
         to the cache's length: every decoding step then has the same input shapes, and a compiled forward never
         recompiles. Unfilled cache slots are no real keys."""
-        max_length = getattr(past_key_values, _CACHE_MAX_LENGTH)() if past_key_values is not None else -1
+        cache = _one_cache(cache, past_key_values)
+        max_length = getattr(cache, _CACHE_MAX_LENGTH)() if cache is not None else -1
         if attention_mask is None or attention_mask.dim() != 2 or max_length <= attention_mask.shape[-1]:
             return attention_mask
         return F.pad(attention_mask, (0, max_length - attention_mask.shape[-1]))
@@ -1384,22 +1401,25 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         skip_logits: bool | None = None,
+        past_key_values: Cache | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         r"""skip_logits: with `labels`, compute the loss without the logits (`linear_cross_entropy`; `logits` is then
-        `None`). Default: in training mode; `False` returns the logits too."""
+        `None`). Default: in training mode; `False` returns the logits too.
+        past_key_values: the older name of `cache` (transformers before 5.24 pass it so)."""
         if use_cache is None and labels is not None and self.training:
             use_cache = False  # a training step builds no cache (it would copy every layer's keys and values)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
+            cache=cache,
             past_key_values=past_key_values,
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
@@ -1422,7 +1442,7 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )

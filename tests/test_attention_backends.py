@@ -133,11 +133,11 @@ def test_eager_attentions_are_the_effective_matrix(block_type, head):
     records, handles = _record_mixing(model)
     cache = DynamicCache(config=model.config) if head == "causal" else None
     with torch.no_grad():
-        out = model(ids, attention_mask=mask, output_attentions=True, past_key_values=cache)
+        out = model(ids, attention_mask=mask, output_attentions=True, cache=cache)
         steps = [out]
         if head == "causal":
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], -1)
-            steps.append(model(ids[:, :1], attention_mask=mask, output_attentions=True, past_key_values=cache))
+            steps.append(model(ids[:, :1], attention_mask=mask, output_attentions=True, cache=cache))
     for handle in handles:
         handle.remove()
     layers = model.config.num_hidden_layers

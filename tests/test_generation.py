@@ -4,10 +4,11 @@ refuse sequences longer than they have positions for."""
 
 import pytest
 import torch
-from conftest import perturb_, tiny_config
+from conftest import assert_no_warnings, perturb_, tiny_config
 from transformers import DynamicCache, StaticCache
 
 from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified.modeling_simplified import CACHE_FIELD
 
 POSITIONS = ("sinusoidal", "rotary", "learned")
 NEW_TOKENS = 20
@@ -68,8 +69,8 @@ def test_greedy_cached_equals_uncached(block_type, position):
     ids = prompt(6, batch=2)
     expected_ids, expected_logits = uncached_greedy(model, ids, NEW_TOKENS)
     out = model.generate(ids, do_sample=False, **decode_kwargs())
-    assert isinstance(out.past_key_values, DynamicCache)
-    assert out.past_key_values.get_seq_length() == ids.shape[1] + NEW_TOKENS - 1
+    assert isinstance(out[CACHE_FIELD], DynamicCache)
+    assert out[CACHE_FIELD].get_seq_length() == ids.shape[1] + NEW_TOKENS - 1
     assert torch.equal(out.sequences, expected_ids)
     assert_logits_close(out.logits, expected_logits)
 
@@ -81,7 +82,7 @@ def test_static_cache_equals_uncached(block_type):
     ids[0, :3], mask[0, :3] = PAD, 0
     expected_ids, expected_logits = uncached_greedy(model, ids, NEW_TOKENS, mask)
     out = model.generate(ids, attention_mask=mask, do_sample=False, cache_implementation="static", **decode_kwargs())
-    assert isinstance(out.past_key_values, StaticCache)
+    assert isinstance(out[CACHE_FIELD], StaticCache)
     assert torch.equal(out.sequences, expected_ids)
     assert_logits_close(out.logits, expected_logits)
 
@@ -92,7 +93,7 @@ def test_beam_search_cached_equals_uncached(block_type):
     kwargs = decode_kwargs(num_beams=3, num_return_sequences=3, do_sample=False, output_scores=True)
     cached = model.generate(ids, use_cache=True, **kwargs)
     uncached = model.generate(ids, use_cache=False, **kwargs)
-    assert cached.past_key_values is not None and uncached.past_key_values is None
+    assert cached.get(CACHE_FIELD) is not None and uncached.get(CACHE_FIELD) is None
     assert cached.sequences.shape == (3, ids.shape[1] + NEW_TOKENS)
     assert torch.equal(cached.sequences, uncached.sequences)
     torch.testing.assert_close(cached.sequences_scores, uncached.sequences_scores, atol=ATOL, rtol=0)
@@ -138,7 +139,7 @@ def test_chunked_prefill(block_type, position, cache_cls):
                 ids[:, start:end],
                 attention_mask=mask[:, :end],
                 position_ids=positions[:, start:end],
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
             ).logits
             torch.testing.assert_close(chunk, full[:, start:end], atol=ATOL, rtol=0)
@@ -152,7 +153,7 @@ def test_chunked_prefill(block_type, position, cache_cls):
                 next_token,
                 attention_mask=mask,
                 position_ids=positions_from_mask(mask)[:, -1:],
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
             ).logits[:, -1]
             torch.testing.assert_close(logits, expected_logits[step], atol=ATOL, rtol=0)
@@ -218,15 +219,36 @@ def test_positions_follow_the_cache_offset(position):
     with torch.no_grad():
         full = model(ids, use_cache=False).logits[:, -1]
         cache = DynamicCache(config=model.config)
-        model(ids[:, :-1], past_key_values=cache, use_cache=True)
-        step = model(ids[:, -1:], past_key_values=cache, use_cache=True).logits[:, -1]
+        model(ids[:, :-1], cache=cache, use_cache=True)
+        step = model(ids[:, -1:], cache=cache, use_cache=True).logits[:, -1]
         cache = DynamicCache(config=model.config)
-        model(ids[:, :-1], past_key_values=cache, use_cache=True)
+        model(ids[:, :-1], cache=cache, use_cache=True)
         at_zero = model(
-            ids[:, -1:], position_ids=torch.zeros(1, 1, dtype=torch.long), past_key_values=cache, use_cache=True
+            ids[:, -1:], position_ids=torch.zeros(1, 1, dtype=torch.long), cache=cache, use_cache=True
         ).logits[:, -1]
     torch.testing.assert_close(step, full, atol=ATOL, rtol=0)
     assert (at_zero - full).abs().max() > 1e-4
+
+
+def test_cache_under_either_name_and_no_deprecation_warning():
+    """transformers 5.24 renamed `past_key_values` to `cache` and `generate` passes the installed release's name: the
+    forward takes both (the same cache, the same logits), refuses both at once, and decoding logs no deprecation."""
+    model = causal_lm("sas_p")
+    ids = prompt(9, seed=5)
+    with torch.no_grad():
+        steps = []
+        for name in ("cache", "past_key_values"):
+            cache = DynamicCache(config=model.config)
+            prefill = model(ids[:, :-1], use_cache=True, **{name: cache})
+            assert prefill[CACHE_FIELD] is cache
+            steps.append(model(ids[:, -1:], use_cache=True, **{name: cache}).logits)
+        torch.testing.assert_close(steps[0], steps[1], atol=0, rtol=0)
+        with pytest.raises(ValueError, match="as `cache` or as `past_key_values`"):
+            model(ids, cache=DynamicCache(config=model.config), past_key_values=DynamicCache(config=model.config))
+        with assert_no_warnings():
+            out = model.generate(ids, do_sample=False, **decode_kwargs())
+            model(ids, use_cache=True)
+    assert out[CACHE_FIELD].get_seq_length() == ids.shape[1] + NEW_TOKENS - 1
 
 
 def test_learned_positions_too_long_raise():
@@ -238,9 +260,9 @@ def test_learned_positions_too_long_raise():
         with pytest.raises(ValueError, match=r"Position id 20 is out of range"):  # given positions: their largest id
             model(prompt(4), position_ids=torch.tensor([[0, 20, 1, 2]]))
         cache = DynamicCache(config=model.config)
-        model(prompt(12), past_key_values=cache, use_cache=True)
+        model(prompt(12), cache=cache, use_cache=True)
         with pytest.raises(ValueError, match=r"Position id 17 is out of range.*max_position_embeddings=16"):
-            model(prompt(6), past_key_values=cache, use_cache=True)
+            model(prompt(6), cache=cache, use_cache=True)
     with pytest.raises(ValueError, match="max_position_embeddings=16"):
         model.generate(prompt(10), max_new_tokens=10, eos_token_id=None, pad_token_id=PAD)
 
@@ -255,7 +277,7 @@ def test_generate_continues_from_returned_cache():
     )
     second = model.generate(
         first.sequences,
-        past_key_values=first.past_key_values,
+        **{CACHE_FIELD: first[CACHE_FIELD]},
         do_sample=False,
         max_new_tokens=6,
         eos_token_id=None,

@@ -8,6 +8,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from modeling_simplified import SimplifiedForCausalLM
 from modeling_simplified.conversion import llama_to_simplified, simplified_to_llama
+from modeling_simplified.modeling_simplified import CACHE_FIELD
 
 LEARNED_VALUES = ("pre_ln", "post_ln", "parallel", "normformer", "value_skipinit")
 
@@ -19,7 +20,7 @@ def test_gqa_cache_is_smaller_and_decoding_exact(block_type, attn_implementation
     model = perturb_(SimplifiedForCausalLM(config)).eval()
     ids = torch.randint(0, config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        cache = model(ids, use_cache=True).past_key_values
+        cache = model(ids, use_cache=True)[CACHE_FIELD]
         assert tuple(cache.layers[0].keys.shape) == (2, 2, 5, config.head_dim)
         assert tuple(cache.layers[0].values.shape) == (2, 2, 5, config.head_dim)
         kwargs = dict(max_new_tokens=6, do_sample=False, eos_token_id=None)
@@ -28,8 +29,8 @@ def test_gqa_cache_is_smaller_and_decoding_exact(block_type, attn_implementation
         assert torch.equal(cached, uncached)
         # each decoding step's logits equal the full forward's at that position
         full = model(cached).logits[:, -1]
-        past = model(cached[:, :-1], use_cache=True).past_key_values
-        step = model(cached[:, -1:], past_key_values=past).logits[:, -1]
+        past = model(cached[:, :-1], use_cache=True)[CACHE_FIELD]
+        step = model(cached[:, -1:], cache=past).logits[:, -1]
         assert torch.allclose(full, step, atol=1e-5, rtol=0)
 
 
@@ -93,7 +94,7 @@ def test_gqa_llama_round_trip(tied, bias):
         cached = ours.generate(ids, use_cache=True, **kwargs)
         assert torch.equal(cached, ours.generate(ids, use_cache=False, **kwargs))
         assert torch.equal(cached, ref.generate(ids, **kwargs))
-        assert ours(ids, use_cache=True).past_key_values.layers[0].keys.shape[1] == 3
+        assert ours(ids, use_cache=True)[CACHE_FIELD].layers[0].keys.shape[1] == 3
         back = simplified_to_llama(ours)
     assert back.state_dict().keys() == ref.state_dict().keys()
     for key, value in ref.state_dict().items():

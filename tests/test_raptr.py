@@ -19,7 +19,7 @@ from transformers import Trainer, TrainingArguments
 from transformers.masking_utils import create_causal_mask
 
 from modeling_simplified import SimplifiedForCausalLM
-from modeling_simplified.modeling_simplified import LayerPlan
+from modeling_simplified.modeling_simplified import CACHE_FIELD, LayerPlan
 from modeling_simplified.training.raptr import (
     RaptrCallback,
     RaptrSpecError,
@@ -127,13 +127,13 @@ def test_plan_is_exact_subnetwork(block_type):
         config=model.config,
         inputs_embeds=x,
         attention_mask=None,
-        past_key_values=None,
+        **{CACHE_FIELD: None},
         position_ids=torch.arange(8)[None],
     )
     h = x
     for s, layer in zip(scales, base.layers):
         if s:
-            out = layer(h, attention_mask=mask, position_embeddings=pe, past_key_values=None, key_padding_mask=None)
+            out = layer(h, attention_mask=mask, position_embeddings=pe, key_padding_mask=None)
             h = h + s * (out - h)
     expected = base.norm(h)
     base.layer_plan = LayerPlan(scales)

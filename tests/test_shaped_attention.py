@@ -6,6 +6,7 @@ from conftest import TINY, perturb_, tiny_config
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 
 from modeling_simplified import SimplifiedModel
+from modeling_simplified.modeling_simplified import CACHE_FIELD
 
 SHAPED = ("value_skipinit", "sas", "sas_p", "simplest")
 PADDINGS = ("none", "left", "right")
@@ -33,7 +34,7 @@ def _attention_mask(model: SimplifiedModel, x: torch.Tensor, mask_2d: torch.Tens
             config=model.config,
             inputs_embeds=x,
             attention_mask=mask_2d,
-            past_key_values=None,
+            **{CACHE_FIELD: None},
             position_ids=position_ids,
         )
     return create_bidirectional_mask(config=model.config, inputs_embeds=x, attention_mask=mask_2d)

@@ -68,8 +68,8 @@ def _compiled_equals_eager(model, ids, mask, with_static_cache: bool):
         torch.testing.assert_close(compiled(input_ids=ids, attention_mask=mask).logits, expected, atol=1e-5, rtol=0)
         return
     cache = StaticCache(config=model.config, max_cache_len=ids.shape[1] + 2)
-    prefill = compiled(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], past_key_values=cache).logits
-    step = compiled(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=cache).logits
+    prefill = compiled(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], cache=cache).logits
+    step = compiled(input_ids=ids[:, -1:], attention_mask=mask, cache=cache).logits
     torch.testing.assert_close(torch.cat([prefill, step], 1), expected, atol=1e-5, rtol=0)
 
 

@@ -5,7 +5,7 @@ The effective-matrix formula and the identity at init are tested in test_shaped_
 
 import pytest
 import torch
-from conftest import perturb_, tiny_config
+from conftest import FLEX_SHAPE, perturb_, tiny_config
 from transformers import DynamicCache
 
 from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
@@ -38,7 +38,7 @@ def logits(model, ids, mask):
 @pytest.mark.parametrize("head", HEADS)
 def test_sdpa_eager_flex_agree(block_type, head):
     """Logits on every real token (padded query rows attend to nothing; what a backend returns there is unused)."""
-    model = build(block_type, head)
+    model = build(block_type, head, **FLEX_SHAPE)
     ids, mask = padded_batch(head)
     real = mask.bool()
     sdpa = logits(model, ids, mask)[real]
@@ -65,7 +65,7 @@ def _assert_flex_generation_equals_sdpa(model, ids, **kwargs):
 @pytest.mark.slow  # two more flex compilations (~20 s on a cold inductor cache)
 def test_flex_static_cache_generation_equals_sdpa():
     """Cached, left-padded generation under flex_attention (static cache: fixed shapes, see the README)."""
-    model = build("sas", "causal", attn_implementation="flex_attention")
+    model = build("sas", "causal", attn_implementation="flex_attention", **FLEX_SHAPE)
     ids, mask = padded_batch("causal")
     kwargs = dict(
         attention_mask=mask,
@@ -81,22 +81,14 @@ def test_flex_static_cache_generation_equals_sdpa():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    raises=AssertionError,
-    reason="torch 2.13 / transformers 5.23: compiled CPU flex_attention decoding with a growing key length gave "
-    "wrong logits in earlier sessions' suite runs (transformers' own LlamaForCausalLM too, checked by hand) and right "
-    "ones when run alone on 2026-11-23, at this commit and at b50fc08: not reliable either way; use the static cache "
-    "(README, Limits)",
-)
 @torch._dynamo.config.patch(automatic_dynamic_shapes=False)
 def test_flex_dynamic_cache_generation_equals_sdpa():
     """DynamicCache decoding under flex: every step has a new key length. Without `automatic_dynamic_shapes=False`
-    the CPU flex kernel fails to compile once dynamo recompiles it with dynamic shapes; with it, the kernels compile
-    but the decoding steps' logits were wrong in some runs and right in others (XPASS when run alone, also at the
-    commit that made it a strict xfail). Non-strict xfail: a wrong logit is expected, an exact run is reported as
-    XPASS. Dynamo is reset after it, so no later flex test reuses its compiled state."""
-    model = build("sas", "causal", attn_implementation="flex_attention")
+    the CPU flex kernel fails to compile once dynamo recompiles it with dynamic shapes; with it (one compile per
+    length) decoding is exact. (It was an xfail while the tests ran at head_dim 8, where torch 2.13's compiled CPU
+    kernel is wrong at key lengths 8 and 24: see `FLEX_SHAPE`.) Dynamo is reset after it, so no later flex test
+    reuses its compiled state."""
+    model = build("sas", "causal", attn_implementation="flex_attention", **FLEX_SHAPE)
     ids, mask = padded_batch("causal")
     kwargs = dict(
         attention_mask=mask,
@@ -155,7 +147,7 @@ def test_eager_attentions_are_the_effective_matrix(block_type, head):
 # run-time switching, 4-D masks
 # ----------------------------------------------------------------------------------------------------------------
 def test_set_attn_implementation_at_run_time():
-    model = build("sas_p", "causal")
+    model = build("sas_p", "causal", **FLEX_SHAPE)
     ids, mask = padded_batch("causal")
     real = mask.bool()
     assert model.config._attn_implementation == "sdpa"

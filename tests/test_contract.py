@@ -6,7 +6,7 @@ one batch. Tiny shapes (vocab 99, hidden 32, 2 layers, 4 heads, MLP 37), every b
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import perturb_
+from conftest import FLEX_SHAPE, perturb_
 from transformers import AttentionInterface, AttentionMaskInterface, DataCollatorWithFlattening
 from transformers import initialization as init
 from transformers.masking_utils import flash_attention_mask
@@ -156,7 +156,7 @@ def test_flattening_collator_with_flash_kwargs_trains_like_the_padded_batch(bloc
 
 @pytest.mark.parametrize("cls", HEADS)
 def test_packed_sequences_under_flex_attention(block_type, cls):
-    model = trained_like(cls, block_type, "flex_attention")
+    model = trained_like(cls, block_type, "flex_attention", **FLEX_SHAPE)
     ids, positions = _packed()
     with torch.no_grad():
         packed = model(input_ids=ids, position_ids=positions).logits[0]
@@ -169,12 +169,12 @@ LONG_ROW_LENGTHS = (8, 3, 7, 5, 8, 2, 6, 8, 4, 8)
 MAX_POSITIONS = 8
 
 
-def _packed_row_against_each_sequence(block_type, cls, attn):
+def _packed_row_against_each_sequence(block_type, cls, attn, **shape):
     """A row packed by `DataCollatorWithFlattening`, 7x longer than the model's 8 learned positions (ids restart at
     0 in each sequence, so none reaches 8): each sequence's logits equal that sequence run alone, and the packed
     loss equals the loss of the same sequences right-padded (both the mean over every labelled token)."""
     model = trained_like(
-        cls, block_type, attn, position_embedding_type="learned", max_position_embeddings=MAX_POSITIONS
+        cls, block_type, attn, position_embedding_type="learned", max_position_embeddings=MAX_POSITIONS, **shape
     ).train()  # dropout is 0: train mode only makes the loss path the training one
     gen = torch.Generator().manual_seed(3)
     seqs = [torch.randint(1, 99, (n,), generator=gen) for n in LONG_ROW_LENGTHS]
@@ -211,7 +211,7 @@ def test_packed_rows_far_longer_than_the_learned_positions(block_type, cls, attn
 @pytest.mark.slow
 @pytest.mark.parametrize("cls", HEADS)
 def test_packed_rows_far_longer_than_the_learned_positions_under_flex_attention(block_type, cls):
-    _packed_row_against_each_sequence(block_type, cls, "flex_attention")
+    _packed_row_against_each_sequence(block_type, cls, "flex_attention", **FLEX_SHAPE)
 
 
 def test_an_unpacked_row_takes_no_segment_path():

@@ -1228,7 +1228,10 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         ):
             sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
         mask_fn = create_causal_mask if causal else create_bidirectional_mask
-        mask_kwargs = {CACHE_FIELD: cache, "position_ids": position_ids} if causal else {}
+        # no `position_ids` for the mask: transformers reads them only to detect packed rows, which `sequence_ids`
+        # covers, and from 5.23 its detection re-indexes every mask function by position, our `and_mask_function`
+        # too, which then looked up the wrong tokens' sequence ids (training on packed rows, without a cache)
+        mask_kwargs = {CACHE_FIELD: cache} if causal else {}
         if sequence_ids is not None:
             mask_kwargs["and_mask_function"] = packed_sequence_mask_function(sequence_ids)
         mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)

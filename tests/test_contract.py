@@ -14,7 +14,8 @@ from transformers.masking_utils import flash_attention_mask
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
 
 HEADS = (SimplifiedForCausalLM, SimplifiedForMaskedLM)
-LENGTHS = (5, 3, 4)
+#: a later sequence longer than the first: a mask that mixed up token indices and positions would show
+LENGTHS = (3, 5, 4)
 
 
 def contract_config(block_type: str, **overrides) -> SimplifiedConfig:
@@ -73,11 +74,15 @@ def _block_diagonal(causal: bool) -> torch.Tensor:
 @pytest.mark.parametrize("cls", HEADS)
 def test_packed_sequences_equal_the_padded_batch(block_type, cls, attn):
     """One row holding three sequences, positions restarting at 0, no mask: each token sees its own sequence only
-    (the softmax mask, and shaped attention's identity and centring mean C·X)."""
+    (the softmax mask, and shaped attention's identity and centring mean C·X), with a cache being filled (causal
+    inference's default) and without one (training's)."""
     model = trained_like(cls, block_type, attn)
     reference = _padded_logits(model, _sequences())
     ids, positions = _packed()
     with torch.no_grad():
+        if model.config.is_causal:
+            no_cache = model(input_ids=ids, position_ids=positions, use_cache=False).logits[0]
+            torch.testing.assert_close(no_cache, reference, atol=1e-5, rtol=0)
         packed = model(input_ids=ids, position_ids=positions).logits[0]
         user_mask = model(
             input_ids=ids, position_ids=positions, attention_mask=_block_diagonal(model.config.is_causal)
@@ -165,7 +170,7 @@ def test_packed_sequences_under_flex_attention(block_type, cls):
 
 
 #: ten sequences of at most 8 tokens: one packed row of 59 tokens, for a model with 8 learned positions
-LONG_ROW_LENGTHS = (8, 3, 7, 5, 8, 2, 6, 8, 4, 8)
+LONG_ROW_LENGTHS = (3, 8, 7, 5, 8, 2, 6, 8, 4, 8)
 MAX_POSITIONS = 8
 
 

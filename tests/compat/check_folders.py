@@ -2,7 +2,7 @@
 transformers only, not this package), in a fresh process, with `trust_remote_code=True`.
 
 `check_folders.py REF_DIR` (a supported transformers): every folder loads, its logits match the reference
-(atol 1e-5), and its greedy `generate` with a dynamic cache gives the reference tokens, and the same with a static cache and
+(atol 1e-5), a packed row (no mask, no cache) gives its sequences' logits run alone, and its greedy `generate` with a dynamic cache gives the reference tokens, and the same with a static cache and
 with `use_cache=False`.
 `check_folders.py REF_DIR --expect-refusal` (a transformers below the floor): every folder, loaded with its weights
 file replaced by garbage, raises one ImportError naming the required and the installed transformers version — so
@@ -20,6 +20,20 @@ import torch
 import transformers
 
 
+def packed_row_error(model) -> float:
+    """One row packing sequences of 3, 6 and 4 tokens (positions restarting at 0, no mask, no cache: a padding-free
+    training batch) against each sequence alone: the largest logit difference (transformers 5.23 changed how masks
+    see packed rows)."""
+    gen = torch.Generator().manual_seed(0)
+    seqs = [torch.randint(1, model.config.vocab_size, (n,), generator=gen) for n in (3, 6, 4)]
+    positions = torch.cat([torch.arange(len(s)) for s in seqs])[None]
+    no_cache = {"use_cache": False} if model.config.is_causal else {}  # (the masked LM never builds one)
+    with torch.no_grad():
+        packed = model(input_ids=torch.cat(seqs)[None], position_ids=positions, **no_cache).logits[0]
+        alone = torch.cat([model(input_ids=s[None], **no_cache).logits[0] for s in seqs])
+    return float((packed - alone).abs().max())
+
+
 def check(ref_dir: Path, case: dict) -> str:
     ref = torch.load(ref_dir / case["reference"])
     model = getattr(transformers, case["auto"]).from_pretrained(ref_dir / case["dir"], trust_remote_code=True).eval()
@@ -28,6 +42,8 @@ def check(ref_dir: Path, case: dict) -> str:
         logits = model(input_ids=ref["input_ids"], attention_mask=ref["attention_mask"]).logits
     diff = float((logits - ref["logits"]).abs().max())
     assert logits.shape == ref["logits"].shape and diff <= 1e-5, f"logits differ from the reference by {diff:.3g}"
+    packed = packed_row_error(model)
+    assert packed <= 1e-5, f"a packed row's logits differ from its sequences run alone by {packed:.3g}"
     if "generated" in ref:
         kw = dict(max_new_tokens=5, do_sample=False, eos_token_id=None, pad_token_id=0)
         cached = model.generate(ref["input_ids"][:1], **kw).tolist()
@@ -36,8 +52,8 @@ def check(ref_dir: Path, case: dict) -> str:
         assert cached == ref["generated"], f"cached generate {cached} != reference {ref['generated']}"
         assert uncached == cached, f"generate without cache {uncached} != with cache {cached}"
         assert static == cached, f"generate with a static cache {static} != with a dynamic cache {cached}"
-        return f"ok (max |logits diff| {diff:.1e}, generate: dynamic cache = reference = static cache = no cache)"
-    return f"ok (max |logits diff| {diff:.1e})"
+        return f"ok (max |logits diff| {diff:.1e}, packed row {packed:.1e}, generate: dynamic cache = reference = static cache = no cache)"
+    return f"ok (max |logits diff| {diff:.1e}, packed row {packed:.1e})"
 
 
 def refusal(ref_dir: Path, case: dict) -> str:

@@ -5,7 +5,7 @@ below the floor.
    (`export_references.py`: every block type, causal and masked LM heads).
 2. For the floor (the `transformers>=` bound in pyproject.toml, which must equal `MIN_TRANSFORMERS_VERSION` in the
    shipped configuration module) and the newest 5.x on the registry, a venv with only the local torch wheel and that
-   transformers loads every folder in a fresh process (`check_folders.py`: logits, cached generate).
+   transformers loads every folder in a fresh process (`check_folders.py`: logits, a packed row, cached generate).
 3. For the versions below the floor (the last 4.x and the last 5.x release before the floor), every load must raise
    the one version ImportError before any weight is read.
 

@@ -47,8 +47,8 @@ test-gpu: setup
 	$(BIN)/pytest -q tests/gpu
 
 # The exported Hub folders (every block type, causal and masked LM) loaded in fresh venvs with the declared floor and
-# the newest 5.x transformers (logits, a packed row, cached generate), and refused with one ImportError below the floor (4.x and the
-# last 5.x before it). Venvs are cached in build/compat/ (the local torch wheel + transformers only). tests/compat/run.py
+# the newest 5.x transformers (logits, a packed row, cached generate), and refused with one ImportError below the
+# floor (4.x and the last 5.x before it). Venvs are cached in build/compat/ (the local torch wheel + transformers only). tests/compat/run.py
 test-compat: setup
 	$(BIN)/python tests/compat/run.py $(COMPAT_ARGS)
 

@@ -123,13 +123,7 @@ def test_plan_is_exact_subnetwork(block_type):
     base = model.model
     x = base.embed_dropout(base.embed_norm(base.embed_positions(base.embed_tokens(ids), torch.arange(8)[None])[0]))
     pe = base.embed_positions(base.embed_tokens(ids), torch.arange(8)[None])[1]
-    mask = create_causal_mask(
-        config=model.config,
-        inputs_embeds=x,
-        attention_mask=None,
-        **{CACHE_FIELD: None},
-        position_ids=torch.arange(8)[None],
-    )
+    mask = create_causal_mask(config=model.config, inputs_embeds=x, attention_mask=None, **{CACHE_FIELD: None})
     h = x
     for s, layer in zip(scales, base.layers):
         if s:

@@ -28,15 +28,8 @@ def _padding_mask(padding: str, batch: int = 3) -> torch.Tensor | None:
 
 def _attention_mask(model: SimplifiedModel, x: torch.Tensor, mask_2d: torch.Tensor | None):
     """The mask SimplifiedModel.forward would build for the current attention implementation."""
-    if model.config.is_causal:
-        position_ids = torch.arange(x.shape[1])[None]
-        return create_causal_mask(
-            config=model.config,
-            inputs_embeds=x,
-            attention_mask=mask_2d,
-            **{CACHE_FIELD: None},
-            position_ids=position_ids,
-        )
+    if model.config.is_causal:  # (no position_ids: the model passes none to the mask)
+        return create_causal_mask(config=model.config, inputs_embeds=x, attention_mask=mask_2d, **{CACHE_FIELD: None})
     return create_bidirectional_mask(config=model.config, inputs_embeds=x, attention_mask=mask_2d)
 
 

@@ -2,8 +2,8 @@
 transformers only, not this package), in a fresh process, with `trust_remote_code=True`.
 
 `check_folders.py REF_DIR` (a supported transformers): every folder loads, its logits match the reference
-(atol 1e-5), a packed row (no mask, no cache) gives its sequences' logits run alone, and its greedy `generate` with a dynamic cache gives the reference tokens, and the same with a static cache and
-with `use_cache=False`.
+(atol 1e-5), a packed row (no mask, no cache) gives its sequences' logits run alone, and its greedy `generate` with a
+dynamic cache gives the reference tokens, and the same with a static cache and with `use_cache=False`.
 `check_folders.py REF_DIR --expect-refusal` (a transformers below the floor): every folder, loaded with its weights
 file replaced by garbage, raises one ImportError naming the required and the installed transformers version — so
 the refusal comes before any weight is read. Prints one line per folder; exits 1 on any failure.
@@ -52,7 +52,8 @@ def check(ref_dir: Path, case: dict) -> str:
         assert cached == ref["generated"], f"cached generate {cached} != reference {ref['generated']}"
         assert uncached == cached, f"generate without cache {uncached} != with cache {cached}"
         assert static == cached, f"generate with a static cache {static} != with a dynamic cache {cached}"
-        return f"ok (max |logits diff| {diff:.1e}, packed row {packed:.1e}, generate: dynamic cache = reference = static cache = no cache)"
+        generate = "generate: dynamic cache = reference = static cache = no cache"
+        return f"ok (max |logits diff| {diff:.1e}, packed row {packed:.1e}, {generate})"
     return f"ok (max |logits diff| {diff:.1e}, packed row {packed:.1e})"
 
 

@@ -52,6 +52,7 @@ import time
 from dataclasses import asdict, dataclass
 
 import torch
+import transformers
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
@@ -729,6 +730,18 @@ def print_profile(table: dict) -> None:
             print(f"| {e['op']} | {e['calls']} | {e['self_ms']:.1f} | {e['self_ms'] / r['total_self_ms']:.1%} |")
 
 
+def _commit() -> str | None:
+    """The checked-out commit (with `+dirty` for uncommitted changes), or None outside a git checkout."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        return git("rev-parse", "--short", "HEAD") + ("+dirty" if git("status", "--porcelain") else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.benchmark",
@@ -767,6 +780,9 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m benchmarks.benchmark " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or platform.platform()}",
         "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "commit": _commit(),
+        "load_average_at_start": os.getloadavg(),
         "torch_threads": torch.get_num_threads(),
         "device": f"{DEVICE} ({torch.cuda.get_device_name(DEVICE)})" if DEVICE.type == "cuda" else "cpu",
         "shape": asdict(shape),
@@ -802,6 +818,8 @@ def main(argv: list[str] | None = None) -> int:
     if "loss" in sections:
         results["loss"] = bench_loss(shape, rounds)
         print_loss(results["loss"])
+    meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    meta["load_average_at_end"] = os.getloadavg()
     with open(args.json, "w") as handle:
         json.dump(results, handle, indent=1)
     print(f"\nwrote {args.json}")

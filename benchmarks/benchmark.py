@@ -731,13 +731,14 @@ def print_profile(table: dict) -> None:
 
 
 def _commit() -> str | None:
-    """The checked-out commit (with `+dirty` for uncommitted changes), or None outside a git checkout."""
+    """The checked-out commit (with `+dirty` for uncommitted changes to tracked files), or None outside a git checkout."""
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
 
     try:
-        return git("rev-parse", "--short", "HEAD") + ("+dirty" if git("status", "--porcelain") else "")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return None
 

@@ -35,6 +35,9 @@ Sections (results printed as tables and written to `--json`):
   the unfused head (`skip_logits=False`: the `(tokens, vocab)` logits, their log-softmax and gradient), for `pre_ln`
   and `sas_p`: step time round-robin on the same model, and the peak memory growth of a training step after the
   first (forward, backward, AdamW; its state already allocated) in a fresh process per model and head.
+- `allocator`: the `train` step of `GPT2LMHeadModel`, `pre_ln` and `sas_p` under glibc malloc's defaults against
+  `MALLOC_KEEP` (no mmap'd blocks, no heap trimming: freed gradients and activations are reused instead of
+  page-faulted in again every step), each in a process of its own, round-robin.
 - `profile`: the top operators by self CPU time of one eager training step (`torch.profiler`, after a warm-up
   step) of `pre_ln` and `sas_p`: where the time goes that matmul FLOPs do not count.
 """
@@ -59,7 +62,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.modeling_simplified import ReparamLinear
 
-SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile", "raptr", "packing", "loss")
+SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile", "raptr", "packing", "loss", "allocator")
 #: train groups: each fits in memory (4 models with AdamW state at the CodeParrot shape is ~11 GB) and has pre_ln
 TRAIN_GROUPS = (
     ("gpt2", "pre_ln", "sas_p", "sas"),
@@ -73,6 +76,10 @@ ANCHOR_CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
 COMPILE_GROUP = ("gpt2", "pre_ln", "sas_p", "sas")
 #: sections that run on a CUDA device (`--device cuda`); the others measure the CPU process (RSS, CPU profiler)
 CUDA_SECTIONS = ("train", "mfu", "generate", "compile", "loss")
+#: glibc malloc settings (mallopt(3)) that keep freed memory in the process: no mmap'd blocks, no trimming of the heap.
+#: By default glibc returns blocks over 32 MiB (and a heap top over its trim threshold) to the kernel, and every
+#: step's gradients, activations and vocabulary-sized buffers are page-faulted in again.
+MALLOC_KEEP = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**40)}
 #: where models and batches live (`--device`)
 DEVICE = torch.device("cpu")
 
@@ -232,15 +239,30 @@ class TrainProcess:
     step at a time, so the models still take turns on the same cores. `step()` returns the step's (wall, CPU)
     seconds, measured in the child."""
 
-    def __init__(self, name: str, shape: Shape, compiled: bool = False, **forward):
+    def __init__(
+        self, name: str, shape: Shape, compiled: bool = False, env: dict[str, str | None] | None = None, **forward
+    ):
         import multiprocessing
 
-        context = multiprocessing.get_context("forkserver")  # children fork from a server that imported torch once
-        context.set_forkserver_preload([__name__])
+        if env is not None:  # a fresh interpreter with these variables set (None: unset); glibc reads MALLOC_* at start
+            context = multiprocessing.get_context("spawn")
+        else:  # children fork from a server that imported torch once
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([__name__])
         self.conn, child = context.Pipe()
         args = (child, name, shape, compiled, forward, str(DEVICE), torch.get_num_threads())
         self.process = context.Process(target=_train_worker, args=args, daemon=True)
-        self.process.start()
+        saved = dict(os.environ)
+        for key, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        try:
+            self.process.start()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         child.close()
         self.info = self._receive()  # params and matmul FLOPs per token
 
@@ -280,7 +302,11 @@ def _train_worker(conn, name: str, shape: Shape, compiled: bool, forward: dict, 
         batch = _ids(shape)
         torch.manual_seed(0)
         model = build(name, shape).train()
-        info = {"params": sum(p.numel() for p in model.parameters()), "flops": matmul_flops_per_token(model, shape)}
+        info = {
+            "params": sum(p.numel() for p in model.parameters()),
+            "flops": matmul_flops_per_token(model, shape),
+            "malloc_env": _malloc_env(),
+        }
         optimizer = optimizer_for(model)
         step = timed(lambda _name, m: train_step(m, optimizer, batch, **forward))
         model = torch.compile(model) if compiled else model
@@ -719,6 +745,33 @@ def print_loss(table: dict) -> None:
         )
 
 
+def bench_allocator(shape: Shape, rounds: int, names=("gpt2", "pre_ln", "sas_p")) -> dict:
+    """The `train` step of each model under glibc's default malloc against `MALLOC_KEEP` (freed memory kept in the
+    process), round-robin, each in a process of its own; per model the speed-up and both step times."""
+    out = {}
+    for name in names:
+        default = {key: None for key in MALLOC_KEEP}
+        workers = {
+            "default": TrainProcess(name, shape, env=default),
+            "keep": TrainProcess(name, shape, env=MALLOC_KEEP),
+        }
+        malloc_env = {setting: worker.info["malloc_env"] for setting, worker in workers.items()}
+        results = round_robin_processes(workers, rounds)
+        out[name] = {**results, "keep_speedup": ratios(results, "default")["keep"], "malloc_env": malloc_env}
+    return out
+
+
+def print_allocator(table: dict) -> None:
+    settings = " ".join(f"{k}={v}" for k, v in MALLOC_KEEP.items())
+    print(f"\n## Training step under glibc malloc's defaults and with freed memory kept in the process ({settings})")
+    print("| model | default: median step s | kept: median step s | speed-up: median (range, of mins) |")
+    print("|---|---|---|---|")
+    for name, r in table.items():
+        print(
+            f"| {name} | {r['default']['median_s']:.3f} | {r['keep']['median_s']:.3f} | {_ratio(r['keep_speedup'])} |"
+        )
+
+
 def print_profile(table: dict) -> None:
     for name, r in table.items():
         print(
@@ -728,6 +781,11 @@ def print_profile(table: dict) -> None:
         print("|---|---|---|---|")
         for e in r["top"]:
             print(f"| {e['op']} | {e['calls']} | {e['self_ms']:.1f} | {e['self_ms'] / r['total_self_ms']:.1%} |")
+
+
+def _malloc_env() -> dict[str, str]:
+    """This process's environment variables that configure glibc malloc."""
+    return {key: value for key, value in os.environ.items() if key.startswith("MALLOC_") or key == "GLIBC_TUNABLES"}
 
 
 def _commit() -> str | None:
@@ -784,6 +842,7 @@ def main(argv: list[str] | None = None) -> int:
         "transformers": transformers.__version__,
         "commit": _commit(),
         "load_average_at_start": os.getloadavg(),
+        "malloc_env": _malloc_env(),
         "torch_threads": torch.get_num_threads(),
         "device": f"{DEVICE} ({torch.cuda.get_device_name(DEVICE)})" if DEVICE.type == "cuda" else "cpu",
         "shape": asdict(shape),
@@ -819,6 +878,9 @@ def main(argv: list[str] | None = None) -> int:
     if "loss" in sections:
         results["loss"] = bench_loss(shape, rounds)
         print_loss(results["loss"])
+    if "allocator" in sections:
+        results["allocator"] = bench_allocator(shape, rounds)
+        print_allocator(results["allocator"])
     meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     meta["load_average_at_end"] = os.getloadavg()
     with open(args.json, "w") as handle:

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+import transformers
 
 from benchmarks import benchmark
 from benchmarks.benchmark import QUICK, build, matmul_flops_per_token, ratios
@@ -31,6 +32,7 @@ def test_train_process_times_its_own_steps_and_reports_its_model():
         assert worker.info == {
             "params": sum(p.numel() for p in model.parameters()),
             "flops": matmul_flops_per_token(model, QUICK),
+            "malloc_env": benchmark._malloc_env(),
         }
         results = benchmark.round_robin({"pre_ln": worker}, lambda _name, w: w.step(), rounds=2)
         assert len(results["pre_ln"]["times_s"]) == 2 and results["pre_ln"]["min_s"] > 0
@@ -53,9 +55,10 @@ def test_flop_bound_counts_the_removed_value_and_projection_matrices():
     assert 1.13 < flops["pre_ln"] / flops["sas_p"] < 1.15
 
 
+@pytest.mark.slow  # about a minute on 2 cores: the default suite keeps the unit tests above
 def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    sections = "train,mfu,generate,memory,profile,raptr,packing,loss"
+    sections = "train,mfu,generate,memory,profile,raptr,packing,loss,allocator"
     assert benchmark.main(["--quick", "--sections", sections, "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     titles = (
@@ -67,11 +70,14 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
         "RaPTr",
         "Packing",
         "Fused LM head",
+        "glibc malloc",
     )
     for title in titles:
         assert title in printed
     result = json.loads(out.read_text())
-    assert result["meta"]["shape"]["layers"] == QUICK.layers
+    meta = result["meta"]
+    assert meta["shape"]["layers"] == QUICK.layers and meta["transformers"] == transformers.__version__
+    assert meta["finished"] >= meta["date"] and len(meta["load_average_at_end"]) == 3
     train = result["train"]
     assert set(train) == {name for group in benchmark.TRAIN_GROUPS for name in group}
     assert train["pre_ln"]["vs_pre_ln"]["ratio_median"] == 1.0 and "vs_gpt2" in train["pre_ln"]
@@ -90,6 +96,12 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert raptr["layers_kept"] * 2 == raptr["num_layers"] and raptr["half_over_full_median"] > 0
     packing = result["packing"]
     assert packing["tokens"] < packing["padded_tokens"] and packing["sas_p"]["packed"]["tokens_per_s"] > 0
+    allocator = result["allocator"]["sas_p"]
+    seen = allocator["malloc_env"]  # each child's own environment
+    assert seen["keep"].items() >= benchmark.MALLOC_KEEP.items() and not set(seen["default"]) & set(
+        benchmark.MALLOC_KEEP
+    )
+    assert allocator["keep_speedup"]["ratio_median"] > 0
     loss = result["loss"]["sas_p"]
     assert (
         loss["fused"]["peak_MiB"] > 0 and loss["logits"]["peak_MiB"] > 0 and loss["fused_speedup"]["ratio_median"] > 0

@@ -11,9 +11,9 @@ Sections (results printed as tables and written to `--json`):
   (sdpa): our `pre_ln` against `GPT2LMHeadModel`, and `pre_ln_llama` (our pre_ln with RMSNorm, SwiGLU of width
   8/3·d, rotary positions, tied embeddings) against `LlamaForCausalLM` configured alike, in a group of their own.
   Models are timed round-robin in groups that fit in memory, each model in a process of its own (its own heap; one
-  step runs at a time); the order rotates every round; after a warm-up round, each round gives one ratio per model,
-  and the median of those ratios is the figure (their min..max is the spread). The analytic matmul-FLOP bound of each
-  ratio (weights of every GEMM, attention scores and mixing) stands next to it.
+  step runs at a time); the order rotates every round; after two warm-up rounds (`TRAIN_WARMUP`), each round gives
+  one ratio per model, and the median of those ratios is the figure (their min..max is the spread). The analytic
+  matmul-FLOP bound of each ratio (weights of every GEMM, attention scores and mixing) stands next to it.
 - `mfu`: model FLOPs utilisation of the training step, as the field uses the term: achieved model FLOP/s (the
   analytic FLOPs of `train` over the median step) / this machine's peak GEMM FLOP/s, one number for all models (the
   best rate of any GEMM the steps run, recorded with its shapes and timed alone); beside it the GEMM-time share (the
@@ -38,7 +38,7 @@ Sections (results printed as tables and written to `--json`):
 - `allocator`: the `train` step of `GPT2LMHeadModel`, `pre_ln` and `sas_p` under glibc malloc's defaults against
   `MALLOC_KEEP` (no mmap'd blocks, no heap trimming: freed gradients and activations are reused instead of
   page-faulted in again every step), each in a process of its own, round-robin.
-- `profile`: the top operators by self CPU time of one eager training step (`torch.profiler`, after a warm-up
+- `profile`: the top operators by self CPU time of one eager training step (`torch.profiler`, after the warm-up
   step) of `pre_ln` and `sas_p`: where the time goes that matmul FLOPs do not count.
 """
 
@@ -285,7 +285,12 @@ class TrainProcess:
         self.process.join()
 
 
-def round_robin_processes(workers: dict[str, TrainProcess], rounds: int, warmup: int = 1) -> dict[str, dict]:
+#: untimed training steps per model before the timed rounds: the first allocates AdamW's state, and the second was
+#: still the slowest of the timed steps in 20 of the 22 model rows of runs 2 and 3 (docs/speed.md)
+TRAIN_WARMUP = 2
+
+
+def round_robin_processes(workers: dict[str, TrainProcess], rounds: int, warmup: int = TRAIN_WARMUP) -> dict[str, dict]:
     """`round_robin` over training steps in `TrainProcess`es, which it closes."""
     try:
         return round_robin(workers, lambda _name, worker: worker.step(), rounds, warmup)
@@ -345,7 +350,7 @@ def bench_train(shape: Shape, rounds: int, groups=TRAIN_GROUPS, compiled: bool =
 
 def _train_group(group: tuple[str, ...], shape: Shape, rounds: int, compiled: bool) -> dict[str, dict]:
     workers = {name: TrainProcess(name, shape, compiled) for name in group}
-    results = round_robin_processes(workers, rounds, warmup=2 if compiled else 1)
+    results = round_robin_processes(workers, rounds, warmup=TRAIN_WARMUP + 1 if compiled else TRAIN_WARMUP)
     flops = {name: w.info["flops"] for name, w in workers.items()}
     params = {name: w.info["params"] for name, w in workers.items()}
     rows = {}
@@ -521,7 +526,7 @@ def bench_memory(shape: Shape, seqs=(512, 1024, 2048)) -> dict:
 
 
 def bench_profile(shape: Shape, names=("pre_ln", "sas_p"), top: int = 12) -> dict:
-    """Top operators by self CPU time of one training step (after a warm-up step), per model."""
+    """Top operators by self CPU time of one training step (after `TRAIN_WARMUP` steps), per model."""
     from torch.profiler import ProfilerActivity, profile
 
     batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
@@ -530,7 +535,8 @@ def bench_profile(shape: Shape, names=("pre_ln", "sas_p"), top: int = 12) -> dic
         torch.manual_seed(0)
         model = build(name, shape).train()
         optimizer = optimizer_for(model)
-        train_step(model, optimizer, batch)
+        for _ in range(TRAIN_WARMUP):
+            train_step(model, optimizer, batch)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             train_step(model, optimizer, batch)
         events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
@@ -847,9 +853,10 @@ def main(argv: list[str] | None = None) -> int:
         "device": f"{DEVICE} ({torch.cuda.get_device_name(DEVICE)})" if DEVICE.type == "cuda" else "cpu",
         "shape": asdict(shape),
         "rounds": rounds,
+        "train_warmup_rounds": TRAIN_WARMUP,
     }
     print(f"# benchmark {started}: {meta['machine']}, torch {meta['torch']}, {meta['torch_threads']} threads")
-    print(f"shape {asdict(shape)}, {rounds} timed rounds after warm-up")
+    print(f"shape {asdict(shape)}, {rounds} timed rounds after warm-up ({TRAIN_WARMUP} rounds of training steps)")
     results: dict = {"meta": meta}
     if "train" in sections:
         results["train"] = bench_train(shape, rounds)

@@ -9,6 +9,7 @@ code" is the paper's released code, https://github.com/bobby-he/simplified_trans
 import copy
 import math
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -196,20 +197,53 @@ def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:
 # ----------------------------------------------------------------------------------------------------------------
 #: Largest number of rows (tokens) for which `Linear` takes its decoding path.
 DECODE_ROWS = 32
+#: The decoding path's choice per (rows, out, in, dtype): whether `(W·xᵀ)ᵀ` beat `x·Wᵀ` when timed once here.
+_DECODE_TRANSPOSED: dict[tuple, bool] = {}
+
+
+def _transposed_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """`x·Wᵀ` as `(W·xᵀ)ᵀ`, a single row sent as two (one column would take the matrix-vector path again)."""
+    rows = x.shape[0]
+    return torch.mm(weight, (x.repeat(2, 1) if rows == 1 else x).t()).t()[:rows]
+
+
+def _best_of_three(fn: Callable[[], torch.Tensor]) -> float:
+    times = []
+    for _ in range(4):  # the first call is a warm-up
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times[1:])
+
+
+def _decode_transposed(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether this process computes decoding rows like `x` `(rows, in)` as `(W·xᵀ)ᵀ`: timed once per shape and
+    dtype against `x·Wᵀ`. Which is faster depends on the CPU's BLAS kernels: on one host MKL's small-row `x·Wᵀ`
+    read the weights at a third to a half of the bandwidth that `(W·xᵀ)ᵀ` got, on another its matrix-vector path
+    for one or two rows was twice as fast as `(W·xᵀ)ᵀ` (docs/speed.md)."""
+    key = (x.shape[0], *weight.shape, weight.dtype)
+    if key not in _DECODE_TRANSPOSED:
+        probe = torch.randn_like(x)
+        _DECODE_TRANSPOSED[key] = _best_of_three(lambda: _transposed_product(probe, weight)) < _best_of_three(
+            lambda: probe @ weight.t()
+        )
+    return _DECODE_TRANSPOSED[key]
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`F.linear` with a decoding path: a decoding step (one token per row, `x` `(B, 1, d)`, B ≤ `DECODE_ROWS`) on the
-    CPU without autograd computes `(W·xᵀ)ᵀ` instead of `x·Wᵀ`. Decoding is bound by reading the weights, and MKL's
-    small-row `x·Wᵀ` reads them at a third to a half of the memory bandwidth that `W·xᵀ` gets (one row goes as two:
-    a single column takes its slower matrix-vector path). Same result up to the order of float32 sums (which, on
-    this path, also depends on the weight's memory alignment); training, full forwards and GPUs take `F.linear`."""
+    CPU without autograd is bound by reading the weights, and computes `x·Wᵀ` either directly or as `(W·xᵀ)ᵀ`,
+    whichever `_decode_transposed` measured faster for its shape. Same result up to the order of float32 sums
+    (which also depends on the weight's memory alignment); training, full forwards, compiled graphs and GPUs take
+    `F.linear`."""
     rows = x.numel() // x.shape[-1]
     decoding = x.dim() == 3 and x.shape[1] == 1 and rows <= DECODE_ROWS
-    if not decoding or x.device.type != "cpu" or torch.is_grad_enabled():
+    if not decoding or x.device.type != "cpu" or torch.is_grad_enabled() or is_torchdynamo_compiling():
         return F.linear(x, weight, bias)
     flat = x.reshape(rows, x.shape[-1])
-    out = torch.mm(weight, (flat.repeat(2, 1) if rows == 1 else flat).t()).t()[:rows]
+    if not _decode_transposed(flat, weight):
+        return F.linear(x, weight, bias)
+    out = _transposed_product(flat, weight)
     if bias is not None:
         out = out + bias
     return out.reshape(*x.shape[:-1], weight.shape[0])

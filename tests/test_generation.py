@@ -7,7 +7,7 @@ import torch
 from conftest import assert_no_warnings, perturb_, tiny_config
 from transformers import DynamicCache, StaticCache
 
-from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM, modeling_simplified
 from modeling_simplified.modeling_simplified import CACHE_FIELD
 
 POSITIONS = ("sinusoidal", "rotary", "learned")
@@ -284,3 +284,27 @@ def test_generate_continues_from_returned_cache():
         pad_token_id=PAD,
     )
     assert torch.equal(second, long)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_decoding_matmul_equals_f_linear_by_either_path(monkeypatch, rows, transposed):
+    """A decoding step's `linear` computes `x·Wᵀ + b` directly or as `(W·xᵀ)ᵀ` (whichever was timed faster)."""
+    weight, bias, x = torch.randn(48, 16), torch.randn(48), torch.randn(rows, 1, 16)
+    monkeypatch.setitem(modeling_simplified._DECODE_TRANSPOSED, (rows, 48, 16, torch.float32), transposed)
+    with torch.no_grad():
+        out = modeling_simplified.linear(x, weight, bias)
+    torch.testing.assert_close(out, torch.nn.functional.linear(x, weight, bias), rtol=1e-6, atol=1e-6)
+
+
+def test_decoding_path_is_timed_once_per_shape(monkeypatch):
+    timings = []
+    real = modeling_simplified._best_of_three
+    monkeypatch.setattr(modeling_simplified, "_DECODE_TRANSPOSED", {})
+    monkeypatch.setattr(modeling_simplified, "_best_of_three", lambda fn: timings.append(fn) or real(fn))
+    weight = torch.randn(48, 16)
+    with torch.no_grad():
+        for _ in range(3):
+            modeling_simplified.linear(torch.randn(2, 1, 16), weight)
+        modeling_simplified.linear(torch.randn(2, 5, 16), weight)  # a full forward: no decoding path
+    assert len(timings) == 2 and list(modeling_simplified._DECODE_TRANSPOSED) == [(2, 48, 16, torch.float32)]

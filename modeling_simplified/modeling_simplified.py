@@ -1019,6 +1019,16 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
         super().post_init()
         self._fixed_parameters = [name for name, param in self.named_parameters() if not param.requires_grad]
 
+    def _embed_for_fused_loss(self, fused: bool, input_ids, inputs_embeds, head: nn.Linear):
+        """`(input_ids, inputs_embeds, tied)` for the base model: with the fused loss (`fused`) and a head tied to the
+        token embedding, the embedding is looked up here, so that its backward adds to the head's weight gradient
+        (`TiedHeadGradient`); otherwise as given, and `tied` is None."""
+        embedding = self.model.embed_tokens
+        if not (fused and inputs_embeds is None and TiedHeadGradient.applies(embedding, head, input_ids)):
+            return input_ids, inputs_embeds, None
+        tied = TiedHeadGradient()
+        return None, tied.embed(embedding, input_ids), tied
+
     def initialize_weights(self):
         """Per-module init (`_init_weights`), then the cross-layer ties of eq. 6's W_init, which no single module
         can do (and transformers skips parameter-free modules in custom code)."""
@@ -1308,9 +1318,10 @@ class LinearCrossEntropy(torch.autograd.Function):
     cross-entropy, in plain torch)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, targets, grad_enabled: bool):
+    def forward(ctx, x, weight, bias, targets, grad_enabled: bool, tied: "TiedHeadGradient | None" = None):
         # (`needs_input_grad` says True under `torch.no_grad()` too: the caller's grad mode decides)
         need_x, need_w, need_b = (need and grad_enabled for need in ctx.needs_input_grad[:3])
+        ctx.tied = tied
         chunk = min(x.shape[0], max(1, LOSS_CHUNK_ELEMENTS // weight.shape[0]))
         # one logits buffer for every chunk, the softmax and its gradient computed in it in place: fresh
         # vocabulary-sized tensors cost their page faults on every chunk, the GEMMs' time again on a CPU
@@ -1356,7 +1367,73 @@ class LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss):
         grads, ctx.grads = ctx.grads, None  # ours alone: scaled in place, no vocabulary-sized copy
-        return *(None if g is None else g.mul_(grad_loss.to(g.dtype)) for g in grads), None, None
+        grad_x, grad_w, grad_b = (None if g is None else g.mul_(grad_loss.to(g.dtype)) for g in grads)
+        if ctx.tied is not None and grad_w is not None:  # the token embedding's backward adds its rows and returns it
+            ctx.tied.grad, grad_w = grad_w, None
+        return grad_x, grad_w, grad_b, None, None, None
+
+
+class TiedHeadGradient:
+    """The tied head's weight gradient, handed from the fused loss's backward to the token embedding's: the
+    embedding adds its rows to it in place and returns the sum as the weight's one gradient. Without this, the
+    embedding's backward zero-fills a vocabulary-sized gradient of its own (150 MB at 50257×768, freshly mapped:
+    over 0.2 s of page faults a step on a CPU) that autograd then adds to the head's."""
+
+    def __init__(self):
+        self.grad: torch.Tensor | None = None
+
+    @staticmethod
+    def applies(embedding: nn.Module, head: nn.Module, input_ids: torch.Tensor | None) -> bool:
+        """Token ids through our own embedding lookup (no `max_norm`, dense, unscaled by frequency) whose weight is
+        the head's, in an eager pass that records gradients. Not where something else runs with the module: hooks
+        (the Trainer's NEFTune noise, PEFT's `enable_input_require_grads`) or a wrapped forward (accelerate's
+        offloading), which the lookup here would skip."""
+        return (
+            input_ids is not None
+            and torch.is_grad_enabled()
+            and not is_torchdynamo_compiling()
+            and type(embedding) in (nn.Embedding, ScaledEmbedding)
+            and "forward" not in vars(embedding)
+            and not (embedding._forward_hooks or embedding._forward_pre_hooks)
+            and not (nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
+            and embedding.weight is head.weight
+            and embedding.weight.requires_grad
+            and embedding.max_norm is None
+            and not (embedding.sparse or embedding.scale_grad_by_freq)
+        )
+
+    def embed(self, embedding: nn.Embedding, input_ids: torch.Tensor) -> torch.Tensor:
+        """`embedding(input_ids)`, with the head's gradient added in its backward."""
+        out = _EmbeddingWithTiedHead.apply(input_ids, embedding.weight, embedding.padding_idx, self)
+        return out * embedding.scale if isinstance(embedding, ScaledEmbedding) else out
+
+
+class _EmbeddingWithTiedHead(torch.autograd.Function):
+    """`F.embedding` whose weight gradient is the tied head's (`TiedHeadGradient`) plus the looked-up rows' (the
+    padding row excluded, as `nn.Embedding`), summed in place; a zero-filled one only if the head gave none."""
+
+    @staticmethod
+    def forward(ctx, input_ids, weight, padding_idx: int | None, tied: TiedHeadGradient):
+        ctx.save_for_backward(input_ids)
+        ctx.padding_idx, ctx.tied, ctx.weight_shape = padding_idx, tied, weight.shape
+        return F.embedding(input_ids, weight, padding_idx)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (input_ids,) = ctx.saved_tensors
+        head, ctx.tied.grad = ctx.tied.grad, None
+        if head is None:
+            total = grad.new_zeros(ctx.weight_shape)
+        elif head.shape[0] == ctx.weight_shape[0]:
+            total = head
+        else:  # the head predicts only the vocabulary, not its padded rows
+            total = grad.new_zeros(ctx.weight_shape)
+            total[: head.shape[0]] = head
+        rows, grad = input_ids.reshape(-1), grad.reshape(-1, grad.shape[-1])
+        if ctx.padding_idx is not None:
+            keep = rows != ctx.padding_idx
+            rows, grad = rows[keep], grad[keep]
+        return None, total.index_add_(0, rows, grad.to(total.dtype)), None, None
 
 
 def _vocabulary_rows(t: torch.Tensor | None, vocab_size: int) -> torch.Tensor | None:
@@ -1373,16 +1450,18 @@ def linear_cross_entropy(
     transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
     num_items_in_batch: torch.Tensor | int | None = None,
     ignore_index: int = -100,
+    tied: TiedHeadGradient | None = None,
     **kwargs,
 ) -> torch.Tensor:
     """The loss of transformers' `ForCausalLMLoss` / `ForMaskedLMLoss` (mean over the labelled tokens, or their sum
     over `num_items_in_batch`) without the logits: only labelled rows go through `transform` and the head, and the
-    head's padded vocabulary rows are never predicted."""
+    head's padded vocabulary rows are never predicted. `tied`: the embedding that shares the head's weight takes
+    the head's weight gradient from there (`TiedHeadGradient`)."""
     labelled = targets.reshape(-1) != ignore_index
     rows = hidden.reshape(-1, hidden.shape[-1])[labelled]
     rows = rows if transform is None else transform(rows)
     weight, bias = _vocabulary_rows(head.weight, vocab_size), _vocabulary_rows(head.bias, vocab_size)
-    loss = LinearCrossEntropy.apply(rows, weight, bias, targets.reshape(-1)[labelled], torch.is_grad_enabled())
+    loss = LinearCrossEntropy.apply(rows, weight, bias, targets.reshape(-1)[labelled], torch.is_grad_enabled(), tied)
     denominator = labelled.sum() if num_items_in_batch is None else num_items_in_batch
     if torch.is_tensor(denominator):
         denominator = denominator.to(loss.device)
@@ -1452,6 +1531,10 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         past_key_values: the older name of `cache` (transformers before 5.24 pass it so)."""
         if use_cache is None and labels is not None and self.training:
             use_cache = False  # a training step builds no cache (it would copy every layer's keys and values)
+        if skip_logits is None:
+            skip_logits = self.training
+        fused = skip_logits and labels is not None
+        input_ids, inputs_embeds, tied = self._embed_for_fused_loss(fused, input_ids, inputs_embeds, self.lm_head)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -1464,13 +1547,13 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         )
         hidden_states = outputs.last_hidden_state
         loss = logits = None
-        if skip_logits is None:
-            skip_logits = self.training
-        if skip_logits and labels is not None:
+        if fused:
             shift_labels = kwargs.pop("shift_labels", None)
             if shift_labels is None:  # tokens < n predict n, as `ForCausalLMLoss`
                 shift_labels = F.pad(labels, (0, 1), value=kwargs.get("ignore_index", -100))[..., 1:]
-            loss = linear_cross_entropy(hidden_states, self.lm_head, shift_labels, self.config.vocab_size, **kwargs)
+            loss = linear_cross_entropy(
+                hidden_states, self.lm_head, shift_labels, self.config.vocab_size, tied=tied, **kwargs
+            )
         else:
             keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
             logits = self.lm_head(hidden_states[:, keep, :])[..., : self.config.vocab_size]
@@ -1526,6 +1609,11 @@ class _HeadOnLastHiddenState(SimplifiedPreTrainedModel):
     ) -> MaskedLMOutput | SequenceClassifierOutputWithPast:
         r"""skip_logits: as `SimplifiedForCausalLM.forward` (heads with a `_fused_loss`; the classifier always returns
         its logits)."""
+        if skip_logits is None:
+            skip_logits = self.training
+        fused = skip_logits and labels is not None and self._fused_loss is not None
+        head = self.get_output_embeddings() if fused else None
+        input_ids, inputs_embeds, tied = self._embed_for_fused_loss(fused, input_ids, inputs_embeds, head)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -1534,10 +1622,8 @@ class _HeadOnLastHiddenState(SimplifiedPreTrainedModel):
             use_cache=False,
             **kwargs,
         )
-        if skip_logits is None:
-            skip_logits = self.training
-        if skip_logits and labels is not None and self._fused_loss is not None:
-            logits, loss = None, self._fused_loss(outputs.last_hidden_state, labels, **kwargs)
+        if fused:
+            logits, loss = None, self._fused_loss(outputs.last_hidden_state, labels, tied=tied, **kwargs)
         else:
             logits = self._logits(outputs.last_hidden_state, attention_mask)
             loss = None if labels is None else self._loss(logits, labels, **kwargs)

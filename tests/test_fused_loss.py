@@ -1,5 +1,6 @@
 """The fused LM head + cross-entropy (`linear_cross_entropy`) gives transformers' loss and gradients without the
-logits: every block type, both heads, tied and untied, ignored labels, a padded vocabulary, `num_items_in_batch`."""
+logits: every block type, both heads, tied and untied, ignored labels, a padded vocabulary, `num_items_in_batch`;
+with tied weights the head's weight gradient is summed into the token embedding's (`TiedHeadGradient`)."""
 
 import pytest
 import torch
@@ -47,6 +48,73 @@ def test_fused_loss_and_gradients_equal_the_reference(block_type, head, tied):
     model = perturb_(HEADS[head](config)).train()
     inputs = _batch(config.vocab_size)
     _assert_same(_loss_and_gradients(model, True, **inputs), _loss_and_gradients(model, False, **inputs))
+
+
+@pytest.mark.parametrize("head", HEADS)
+@pytest.mark.parametrize(
+    "embedding",
+    [dict(pad_token_id=0), dict(scale_embedding=True), dict(pad_vocab_size_multiple=16)],
+    ids=["padding row", "scaled", "padded vocabulary"],
+)
+def test_tied_head_gradient_summed_in_the_embedding_backward(head, embedding):
+    """Tied weights: the fused loss hands the head's weight gradient to the token embedding's backward, which adds
+    its rows in place. Gradients equal the logits path's with a padding row (it gets the head's gradient only), a
+    scaled embedding and a padded vocabulary, over two backward passes accumulated into `.grad`."""
+    config = tiny_config("sas_p", vocab_size=61, tie_word_embeddings=True, **embedding)
+    model = perturb_(HEADS[head](config)).train()
+    batches = [_batch(config.vocab_size, seed) for seed in (0, 1)]
+    for batch in batches:
+        batch["input_ids"][:, :2] = 0  # token 0: the padding row where there is one
+
+    def accumulated(skip_logits: bool) -> dict[str, torch.Tensor]:
+        model.zero_grad()
+        for batch in batches:
+            model(**batch, skip_logits=skip_logits).loss.backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    fused, reference = accumulated(True), accumulated(False)
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    for name in reference:
+        torch.testing.assert_close(fused[name], reference[name], rtol=0, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_tied_head_gradient_needs_no_vocabulary_sized_zero_fill(head):
+    """The point of `TiedHeadGradient`: the embedding's backward zero-fills no vocabulary-sized gradient of its own
+    (the logits path, profiled alike, does: the check can fail)."""
+    config = tiny_config("pre_ln", vocab_size=512, tie_word_embeddings=True)
+    model = HEADS[head](config).train()
+    inputs = _batch(config.vocab_size)
+    vocabulary_sized = [config.vocab_size, config.hidden_size]
+
+    def fills(skip_logits: bool) -> int:
+        with torch.profiler.profile(record_shapes=True) as prof:
+            model(**inputs, skip_logits=skip_logits).loss.backward()
+        model.zero_grad()
+        return sum(
+            event.name in ("aten::fill_", "aten::zero_") and list(event.input_shapes[0]) == vocabulary_sized
+            for event in prof.events()
+        )
+
+    assert fills(skip_logits=False) > 0
+    assert fills(skip_logits=True) == 0
+
+
+def test_embedding_forward_hooks_still_run_with_tied_weights():
+    """A forward hook on the token embedding (the Trainer's NEFTune noise is one) runs in the fused path too: the
+    tied gradient's own lookup steps aside, and loss and gradients equal the logits path's."""
+    config = tiny_config("pre_ln", tie_word_embeddings=True)
+    model = perturb_(SimplifiedForCausalLM(config)).train()
+    calls = []
+
+    def shift(module, args, output):
+        calls.append(module)
+        return output + 0.5
+
+    model.get_input_embeddings().register_forward_hook(shift)
+    inputs = _batch(config.vocab_size)
+    _assert_same(_loss_and_gradients(model, True, **inputs), _loss_and_gradients(model, False, **inputs))
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("head", HEADS)

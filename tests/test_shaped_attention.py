@@ -181,3 +181,59 @@ def test_softmax_attention_unchanged_by_shaping_code():
         out, _ = attn(x, attention_mask=_attention_mask(model, x, mask_2d), key_padding_mask=mask_2d)
     real = mask_2d.bool()
     assert (out[real] - expected[real]).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+@pytest.mark.parametrize("block_type", SHAPED)
+def test_sdpa_gradients_match_eager_matrix(block_type, causal, padding):
+    """Training gradients of the fused mixing (sdpa, running mean, `_ShapedCombination`) equal those through eager
+    attention's `(B, H, T, T)` matrix `α I + β A − γ C` for every parameter, the gains α, β, γ included."""
+    mask_2d = _padding_mask(padding)
+    ids = torch.randint(0, TINY["vocab_size"], (3, SEQ_LEN), generator=torch.Generator().manual_seed(5))
+    weights = torch.randn(3, SEQ_LEN, TINY["hidden_size"], generator=torch.Generator().manual_seed(6))
+    real = _real(mask_2d, ids)
+    grads = {}
+    for implementation in ("sdpa", "eager"):
+        model = _perturbed_model(block_type, causal)
+        model.set_attn_implementation(implementation)
+        out = model(input_ids=ids, attention_mask=mask_2d).last_hidden_state
+        (out * weights)[real].sum().backward()
+        grads[implementation] = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
+    gains = [n for n in grads["sdpa"] if ".mixing." in n]
+    assert gains and all(grads["sdpa"][n] is not None and grads["sdpa"][n].abs().sum() > 0 for n in gains)
+    assert grads["sdpa"].keys() == grads["eager"].keys()
+    for name, grad in grads["sdpa"].items():
+        assert (grad - grads["eager"][name]).abs().max() <= 1e-4 * (1 + grad.abs().max()), name
+
+
+@pytest.mark.parametrize("centring", ["per_token", "shared", "none"])
+@pytest.mark.parametrize("gain_shape", [(4, 1), (1, 1)], ids=["per_head", "shared_gain"])
+def test_shaped_combination_gradcheck(centring, gain_shape):
+    """`_ShapedCombination`'s hand-written backward against finite differences (float64): per-head and shared
+    gains, a per-token `C·X`, one shared by the queries (bidirectional, `(B, 1, H, D)`), and none (Value-SkipInit)."""
+    from modeling_simplified.modeling_simplified import _ShapedCombination
+
+    gen = torch.Generator().manual_seed(0)
+    rand = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_()  # noqa: E731
+    values, attended = rand(2, 3, 4, 5), rand(2, 3, 4, 5)
+    centred = {"per_token": rand(2, 3, 4, 5), "shared": rand(2, 1, 4, 5), "none": None}[centring]
+    gains = [rand(*gain_shape) for _ in range(3)]
+    gamma = None if centred is None else gains[2]
+    assert torch.autograd.gradcheck(_ShapedCombination.apply, (values, attended, centred, gains[0], gains[1], gamma))
+
+
+def test_shaped_combination_keeps_each_input_dtype():
+    """bf16 activations with float32 gains (autocast's mixed precision): the output promotes like eager's `addcmul`,
+    and each gradient comes back in its input's dtype."""
+    from modeling_simplified.modeling_simplified import _ShapedCombination
+
+    terms = [torch.randn(2, 3, 4, 5, dtype=torch.bfloat16, requires_grad=True) for _ in range(3)]
+    gains = [torch.rand(4, 1, requires_grad=True) for _ in range(3)]
+    out = _ShapedCombination.apply(*terms, *gains)
+    expected = gains[0] * terms[0] + gains[1] * terms[1] - gains[2] * terms[2]
+    assert out.dtype == expected.dtype == torch.float32
+    assert torch.allclose(out, expected)
+    out.sum().backward()
+    assert [t.grad.dtype for t in terms] == [torch.bfloat16] * 3
+    assert [g.grad.dtype for g in gains] == [torch.float32] * 3

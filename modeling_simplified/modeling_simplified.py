@@ -9,6 +9,7 @@ code" is the paper's released code, https://github.com/bobby-he/simplified_trans
 import copy
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,6 +143,15 @@ def build_gain(init_value: float, trainable: bool) -> nn.Module:
     return Gain(init_value, trainable=trainable)
 
 
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """`weight·x/sqrt(mean(x²) + eps)` in at least float32 (as `F.rms_norm`), and the `1/sqrt(·)` it used."""
+    x32 = x.to(torch.promote_types(x.dtype, torch.float32))
+    rstd = torch.linalg.vector_norm(x32, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
+    y = x32 * rstd
+    y = y if weight is None else y.mul_(weight)
+    return y.to(x.dtype), rstd
+
+
 class _RMSNormFunction(torch.autograd.Function):
     """`weight·x/sqrt(mean(x²) + eps)` with one saved activation (`x`; the composite op also keeps `x/rms`) and one
     fused reduction (`vector_norm`) per pass. On the CPU, where `F.rms_norm` is that composite, it is the faster
@@ -149,12 +159,9 @@ class _RMSNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps: float):
-        x32 = x.to(torch.promote_types(x.dtype, torch.float32))  # bf16/fp16 in fp32, as F.rms_norm
-        rstd = torch.linalg.vector_norm(x32, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
-        y = x32 * rstd
-        y = y if weight is None else y.mul_(weight)
+        y, rstd = _rms_norm(x, weight, eps)
         ctx.save_for_backward(x, rstd, weight)
-        return y.to(x.dtype)
+        return y
 
     @staticmethod
     def backward(ctx, grad):
@@ -171,14 +178,17 @@ class _RMSNormFunction(torch.autograd.Function):
 
 
 class RMSNorm(nn.RMSNorm):
-    """`nn.RMSNorm` (same parameters and result) computed by `_RMSNormFunction` on the CPU; elsewhere torch's own
-    (fused on CUDA)."""
+    """`nn.RMSNorm` (same parameters and result) computed by `_RMSNormFunction` on the CPU, or without autograd by
+    `_rms_norm` directly (a decoding step's norm costs a few µs of arithmetic and more in an autograd Function's
+    call); elsewhere torch's own (fused on CUDA)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type != "cpu":
             return super().forward(x)
         eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
-        return _RMSNormFunction.apply(x, self.weight, eps)
+        if torch.is_grad_enabled() and (x.requires_grad or (self.weight is not None and self.weight.requires_grad)):
+            return _RMSNormFunction.apply(x, self.weight, eps)
+        return _rms_norm(x, self.weight, eps)[0]
 
 
 class RMSNormEpsOutside(nn.RMSNorm):
@@ -203,8 +213,12 @@ def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:
 # ----------------------------------------------------------------------------------------------------------------
 #: Largest number of rows (tokens) for which `Linear` takes its decoding path.
 DECODE_ROWS = 32
-#: The decoding path's choice per (rows, out, in, dtype): whether `(W·xᵀ)ᵀ` beat `x·Wᵀ` when timed once here.
+#: Timed calls per path and shape before `linear`'s decoding path keeps the faster.
+DECODE_PROBES = 5
+#: The decoding path's choice per (rows, out, in, dtype): whether `(W·xᵀ)ᵀ` beat `x·Wᵀ` in this process's calls.
 _DECODE_TRANSPOSED: dict[tuple, bool] = {}
+#: The timed calls of shapes not yet decided: seconds per call, `x·Wᵀ`'s and `(W·xᵀ)ᵀ`'s.
+_DECODE_TIMINGS: dict[tuple, tuple[list[float], list[float]]] = {}
 
 
 def _transposed_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -213,45 +227,42 @@ def _transposed_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return torch.mm(weight, (x.repeat(2, 1) if rows == 1 else x).t()).t()[:rows]
 
 
-def _best_of_three(fn: Callable[[], torch.Tensor]) -> float:
-    times = []
-    for _ in range(4):  # the first call is a warm-up
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times[1:])
-
-
-def _decode_transposed(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether this process computes decoding rows like `x` `(rows, in)` as `(W·xᵀ)ᵀ`: timed once per shape and
-    dtype against `x·Wᵀ`. Which is faster depends on the CPU's BLAS kernels: on one host MKL's small-row `x·Wᵀ`
-    read the weights at a third to a half of the bandwidth that `(W·xᵀ)ᵀ` got, on another its matrix-vector path
-    for one or two rows was twice as fast as `(W·xᵀ)ᵀ` (docs/speed.md)."""
+def _decode_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """`x·Wᵀ + b` for decoding rows `x` `(rows, in)`, directly or as `(W·xᵀ)ᵀ`. Which is faster depends on the CPU's
+    BLAS and on what the model leaves in the cache, so the first `DECODE_PROBES` calls per path and shape alternate
+    and are timed where they run; the faster by median is kept. Timed alone, a weight stays in the cache: there
+    `(W·xᵀ)ᵀ` won shapes that it lost inside the model (docs/speed.md)."""
     key = (x.shape[0], *weight.shape, weight.dtype)
-    if key not in _DECODE_TRANSPOSED:
-        probe = torch.randn_like(x)
-        _DECODE_TRANSPOSED[key] = _best_of_three(lambda: _transposed_product(probe, weight)) < _best_of_three(
-            lambda: probe @ weight.t()
-        )
-    return _DECODE_TRANSPOSED[key]
+    transposed = _DECODE_TRANSPOSED.get(key)
+    timings = None
+    if transposed is None:  # alternate the paths, x·Wᵀ first
+        timings = _DECODE_TIMINGS.setdefault(key, ([], []))
+        transposed = len(timings[1]) < len(timings[0])
+    start = time.perf_counter()
+    if transposed:
+        out = _transposed_product(x, weight)
+        out = out if bias is None else out + bias
+    else:
+        out = F.linear(x, weight, bias)
+    if timings is not None:
+        timings[transposed].append(time.perf_counter() - start)
+        if len(timings[1]) == DECODE_PROBES:
+            _DECODE_TRANSPOSED[key] = statistics.median(timings[1]) < statistics.median(timings[0])
+            del _DECODE_TIMINGS[key]
+    return out
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`F.linear` with a decoding path: a decoding step (one token per row, `x` `(B, 1, d)`, B ≤ `DECODE_ROWS`) on the
     CPU without autograd is bound by reading the weights, and computes `x·Wᵀ` either directly or as `(W·xᵀ)ᵀ`,
-    whichever `_decode_transposed` measured faster for its shape. Same result up to the order of float32 sums
+    whichever `_decode_product` measured faster for its shape. Same result up to the order of float32 sums
     (which also depends on the weight's memory alignment); training, full forwards, compiled graphs and GPUs take
     `F.linear`."""
     rows = x.numel() // x.shape[-1]
     decoding = x.dim() == 3 and x.shape[1] == 1 and rows <= DECODE_ROWS
     if not decoding or x.device.type != "cpu" or torch.is_grad_enabled() or is_torchdynamo_compiling():
         return F.linear(x, weight, bias)
-    flat = x.reshape(rows, x.shape[-1])
-    if not _decode_transposed(flat, weight):
-        return F.linear(x, weight, bias)
-    out = _transposed_product(flat, weight)
-    if bias is not None:
-        out = out + bias
+    out = _decode_product(x.reshape(rows, x.shape[-1]), weight, bias)
     return out.reshape(*x.shape[:-1], weight.shape[0])
 
 

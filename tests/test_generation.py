@@ -2,8 +2,12 @@
 prefill, static cache), left-padded batches == each prompt alone, masked models ignore padding, learned positions
 refuse sequences longer than they have positions for."""
 
+import time
+from types import SimpleNamespace
+
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import assert_no_warnings, perturb_, tiny_config
 from transformers import DynamicCache, StaticCache
 
@@ -297,14 +301,36 @@ def test_decoding_matmul_equals_f_linear_by_either_path(monkeypatch, rows, trans
     torch.testing.assert_close(out, torch.nn.functional.linear(x, weight, bias), rtol=1e-6, atol=1e-6)
 
 
-def test_decoding_path_is_timed_once_per_shape(monkeypatch):
-    timings = []
-    real = modeling_simplified._best_of_three
+@pytest.mark.parametrize("slow_path", ["direct", "transposed"])
+def test_decoding_path_is_timed_in_place_then_fixed(monkeypatch, slow_path):
+    """The first `DECODE_PROBES` decoding calls per path and shape alternate and are timed where they run; the
+    faster path by median is then kept for that shape, and full forwards are never timed."""
     monkeypatch.setattr(modeling_simplified, "_DECODE_TRANSPOSED", {})
-    monkeypatch.setattr(modeling_simplified, "_best_of_three", lambda fn: timings.append(fn) or real(fn))
-    weight = torch.randn(48, 16)
+    monkeypatch.setattr(modeling_simplified, "_DECODE_TIMINGS", {})
+    calls = []
+
+    def slowed(path, fn):
+        def run(*args, **kwargs):
+            calls.append(path)
+            if path == slow_path:
+                time.sleep(0.002)
+            return fn(*args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(
+        modeling_simplified, "_transposed_product", slowed("transposed", modeling_simplified._transposed_product)
+    )
+    monkeypatch.setattr(modeling_simplified, "F", SimpleNamespace(linear=slowed("direct", F.linear)))
+    weight, key, probes = torch.randn(48, 16), (2, 48, 16, torch.float32), modeling_simplified.DECODE_PROBES
     with torch.no_grad():
-        for _ in range(3):
-            modeling_simplified.linear(torch.randn(2, 1, 16), weight)
+        for i in range(2 * probes + 3):
+            x = torch.randn(2, 1, 16)
+            torch.testing.assert_close(modeling_simplified.linear(x, weight), x @ weight.t(), rtol=1e-6, atol=1e-6)
+            assert (key in modeling_simplified._DECODE_TRANSPOSED) == (i >= 2 * probes - 1)
         modeling_simplified.linear(torch.randn(2, 5, 16), weight)  # a full forward: no decoding path
-    assert len(timings) == 2 and list(modeling_simplified._DECODE_TRANSPOSED) == [(2, 48, 16, torch.float32)]
+    assert calls[: 2 * probes] == ["direct", "transposed"] * probes
+    fixed = "direct" if slow_path == "transposed" else "transposed"
+    assert calls[2 * probes :] == [fixed] * 3 + ["direct"]
+    assert modeling_simplified._DECODE_TRANSPOSED == {key: fixed == "transposed"}
+    assert modeling_simplified._DECODE_TIMINGS == {}

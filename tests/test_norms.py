@@ -26,6 +26,30 @@ def test_rmsnorm_equals_torch_rmsnorm(dtype, atol, eps):
     for a, b in zip(*results):
         assert a.dtype == b.dtype == dtype
         torch.testing.assert_close(a.float(), b.float(), rtol=atol, atol=atol)
+    with torch.no_grad():  # without autograd (decoding) the same arithmetic, outside the autograd Function
+        no_grad = ours(x)
+    assert no_grad.dtype == dtype and not no_grad.requires_grad
+    torch.testing.assert_close(no_grad, results[0][0].detach(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_rmsnorm_takes_the_autograd_function_whenever_a_gradient_is_needed(affine):
+    """Frozen weight with an input that needs a gradient (a frozen model's norm under a trainable adapter), and a
+    trainable weight with an input that does not (the first layer's norm of embeddings from a frozen table)."""
+    gen = torch.Generator().manual_seed(1)
+    ours, reference = RMSNorm(8, elementwise_affine=affine), torch.nn.RMSNorm(8, elementwise_affine=affine)
+    x = torch.randn(3, 8, generator=gen)
+    for module in (ours, reference):
+        module.requires_grad_(False)
+    inputs = [x.clone().requires_grad_() for _ in range(2)]
+    for module, inp in zip((ours, reference), inputs):
+        module(inp).square().sum().backward()
+    torch.testing.assert_close(inputs[0].grad, inputs[1].grad)
+    if affine:
+        for module in (ours, reference):
+            module.requires_grad_(True)
+            module(x).square().sum().backward()
+        torch.testing.assert_close(ours.weight.grad, reference.weight.grad)
 
 
 def test_rmsnorm_function_gradcheck():

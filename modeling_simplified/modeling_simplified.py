@@ -10,6 +10,7 @@ import copy
 import math
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -215,10 +216,11 @@ def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:
 DECODE_ROWS = 32
 #: Timed calls per path and shape before `linear`'s decoding path keeps the faster.
 DECODE_PROBES = 5
-#: The decoding path's choice per (rows, out, in, dtype): whether `(W·xᵀ)ᵀ` beat `x·Wᵀ` in this process's calls.
+#: The decoding path's choice per (rows, out, in, dtype, biased): whether `(W·xᵀ)ᵀ` beat `x·Wᵀ` in this process's calls.
 _DECODE_TRANSPOSED: dict[tuple, bool] = {}
 #: The timed calls of shapes not yet decided: seconds per call, `x·Wᵀ`'s and `(W·xᵀ)ᵀ`'s.
 _DECODE_TIMINGS: dict[tuple, tuple[list[float], list[float]]] = {}
+_DECODE_LOCK = threading.Lock()
 
 
 def _transposed_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -232,12 +234,15 @@ def _decode_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     BLAS and on what the model leaves in the cache, so the first `DECODE_PROBES` calls per path and shape alternate
     and are timed where they run; the faster by median is kept. Timed alone, a weight stays in the cache: there
     `(W·xᵀ)ᵀ` won shapes that it lost inside the model (docs/speed.md)."""
-    key = (x.shape[0], *weight.shape, weight.dtype)
+    key = (x.shape[0], *weight.shape, weight.dtype, bias is not None)
     transposed = _DECODE_TRANSPOSED.get(key)
     timings = None
     if transposed is None:  # alternate the paths, x·Wᵀ first
-        timings = _DECODE_TIMINGS.setdefault(key, ([], []))
-        transposed = len(timings[1]) < len(timings[0])
+        with _DECODE_LOCK:
+            transposed = _DECODE_TRANSPOSED.get(key)  # (decided meanwhile by another thread)
+            if transposed is None:
+                timings = _DECODE_TIMINGS.setdefault(key, ([], []))
+                transposed = len(timings[1]) < len(timings[0])
     start = time.perf_counter()
     if transposed:
         out = _transposed_product(x, weight)
@@ -245,10 +250,12 @@ def _decode_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     else:
         out = F.linear(x, weight, bias)
     if timings is not None:
-        timings[transposed].append(time.perf_counter() - start)
-        if len(timings[1]) == DECODE_PROBES:
-            _DECODE_TRANSPOSED[key] = statistics.median(timings[1]) < statistics.median(timings[0])
-            del _DECODE_TIMINGS[key]
+        elapsed = time.perf_counter() - start
+        with _DECODE_LOCK:  # concurrent generate() calls probe the same shapes
+            timings[transposed].append(elapsed)
+            if min(map(len, timings)) >= DECODE_PROBES and key in _DECODE_TIMINGS:
+                _DECODE_TRANSPOSED[key] = statistics.median(timings[1]) < statistics.median(timings[0])
+                del _DECODE_TIMINGS[key]
     return out
 
 
@@ -708,7 +715,10 @@ class _ShapedCombination(torch.autograd.Function):
     """`α·X + β·A(X)·X − γ·C·X` (eq. 5) from its per-head terms `(B, T, H, D)` (`C·X` may be `(B, 1, H, D)`, shared by
     the queries; `None` without centring) and gains `(H, 1)` or `(1, 1)`. One product and two in-place `addcmul`s
     forward; backward, each gain's gradient is one per-head dot product (autograd's composite of `Gain` makes a
-    product, a reduction and a broadcast per gain, about 2.5 ms of a 4.3 ms layer at the CodeParrot shape)."""
+    product, a reduction and a broadcast per gain, about 2.5 ms of a 4.3 ms layer at the CodeParrot shape). Saves a
+    term only for its gain's gradient and a gain only for its term's (frozen gains keep no activation)."""
+
+    generate_vmap_rule = True  # torch.func.vmap (per-sample gradients); forward-mode AD is not supported
 
     @staticmethod
     def forward(values, attended, centred, alpha, beta, gamma):
@@ -720,22 +730,27 @@ class _ShapedCombination(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
+        terms, gains, needs = inputs[:3], inputs[3:], ctx.needs_input_grad
+        ctx.input_meta = [None if t is None else (t.shape, t.dtype) for t in inputs]
+        ctx.save_for_backward(
+            *(term if needs[3 + i] else None for i, term in enumerate(terms)),
+            *(gain if needs[i] else None for i, gain in enumerate(gains)),
+        )
 
     @staticmethod
     def backward(ctx, grad):
         saved = ctx.saved_tensors  # (unpacked once: checkpointing's recomputation allows no second unpack)
-        terms, gains = saved[:3], saved[3:]
-        needs = ctx.needs_input_grad
-        grads = [None] * 6
-        for i, (term, gain, sign) in enumerate(zip(terms, gains, (1.0, 1.0, -1.0))):
-            if term is None:
-                continue
+        needs, grads = ctx.needs_input_grad, [None] * 6
+        exact = grad.to(torch.promote_types(grad.dtype, torch.float32))  # the gains' sums over B·T·D in float32
+        for i, sign in enumerate((1.0, 1.0, -1.0)):
+            term, gain = saved[i], saved[3 + i]
             if needs[i]:
-                grads[i] = (grad * (sign * gain)).sum_to_size(term.shape).to(term.dtype)
+                shape, dtype = ctx.input_meta[i]
+                grads[i] = (grad * (sign * gain)).sum_to_size(shape).to(dtype)
             if needs[3 + i]:
-                dots = torch.linalg.vecdot(grad, term.to(grad.dtype)).sum((0, 1))  # (H,)
-                grads[3 + i] = (sign * dots[:, None]).sum_to_size(gain.shape).to(gain.dtype)
+                dots = torch.linalg.vecdot(exact, term.to(exact.dtype)).sum((0, 1))  # (H,)
+                shape, dtype = ctx.input_meta[3 + i]
+                grads[3 + i] = (sign * dots[:, None]).sum_to_size(shape).to(dtype)
         return tuple(grads)
 
 
@@ -767,10 +782,10 @@ class ShapedMixing(nn.Module):
                 values, masks.key_padding_mask, masks.query_start, q_len, masks.causal, masks.sequence_ids
             )
             gamma = self.gamma()
-        # the gains are called, never read: accelerate's offload hooks load weights when a module runs
-        out = _ShapedCombination.apply(
-            current_values.transpose(1, 2), attn_output, centre, self.alpha(), self.beta(), gamma
-        )
+        # the gains are called, never read: accelerate's offload hooks load weights when a module runs;
+        # without autograd (decoding) the arithmetic alone: an autograd Function's call costs more than it
+        combine = _ShapedCombination.apply if torch.is_grad_enabled() else _ShapedCombination.forward
+        out = combine(current_values.transpose(1, 2), attn_output, centre, self.alpha(), self.beta(), gamma)
         return out, None
 
     def effective_weights(self, attn_weights, masks: AttentionMasks):

@@ -295,7 +295,7 @@ def test_generate_continues_from_returned_cache():
 def test_decoding_matmul_equals_f_linear_by_either_path(monkeypatch, rows, transposed):
     """A decoding step's `linear` computes `x·Wᵀ + b` directly or as `(W·xᵀ)ᵀ` (whichever was timed faster)."""
     weight, bias, x = torch.randn(48, 16), torch.randn(48), torch.randn(rows, 1, 16)
-    monkeypatch.setitem(modeling_simplified._DECODE_TRANSPOSED, (rows, 48, 16, torch.float32), transposed)
+    monkeypatch.setitem(modeling_simplified._DECODE_TRANSPOSED, (rows, 48, 16, torch.float32, True), transposed)
     with torch.no_grad():
         out = modeling_simplified.linear(x, weight, bias)
     torch.testing.assert_close(out, torch.nn.functional.linear(x, weight, bias), rtol=1e-6, atol=1e-6)
@@ -322,7 +322,7 @@ def test_decoding_path_is_timed_in_place_then_fixed(monkeypatch, slow_path):
         modeling_simplified, "_transposed_product", slowed("transposed", modeling_simplified._transposed_product)
     )
     monkeypatch.setattr(modeling_simplified, "F", SimpleNamespace(linear=slowed("direct", F.linear)))
-    weight, key, probes = torch.randn(48, 16), (2, 48, 16, torch.float32), modeling_simplified.DECODE_PROBES
+    weight, key, probes = torch.randn(48, 16), (2, 48, 16, torch.float32, False), modeling_simplified.DECODE_PROBES
     with torch.no_grad():
         for i in range(2 * probes + 3):
             x = torch.randn(2, 1, 16)
@@ -333,4 +333,36 @@ def test_decoding_path_is_timed_in_place_then_fixed(monkeypatch, slow_path):
     fixed = "direct" if slow_path == "transposed" else "transposed"
     assert calls[2 * probes :] == [fixed] * 3 + ["direct"]
     assert modeling_simplified._DECODE_TRANSPOSED == {key: fixed == "transposed"}
+    assert modeling_simplified._DECODE_TIMINGS == {}
+
+
+def test_decoding_path_probes_from_concurrent_threads(monkeypatch):
+    """Two `generate()` calls in threads probe the same shapes at once (a matmul releases the GIL): every call
+    returns `x·Wᵀ`, and each shape ends with one choice and no timings left."""
+    import threading
+
+    monkeypatch.setattr(modeling_simplified, "_DECODE_TRANSPOSED", {})
+    monkeypatch.setattr(modeling_simplified, "_DECODE_TIMINGS", {})
+    weights = [torch.randn(256, 128) for _ in range(3)]
+    errors = []
+
+    def decode():
+        try:
+            with torch.no_grad():
+                for _ in range(40):
+                    for weight in weights:
+                        x = torch.randn(2, 1, 128)
+                        torch.testing.assert_close(
+                            modeling_simplified.linear(x, weight), x @ weight.t(), rtol=1e-5, atol=1e-5
+                        )
+        except Exception as error:  # noqa: BLE001 (reported by the assertion below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=decode) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert list(modeling_simplified._DECODE_TRANSPOSED) == [(2, 256, 128, torch.float32, False)]
     assert modeling_simplified._DECODE_TIMINGS == {}

@@ -237,3 +237,43 @@ def test_shaped_combination_keeps_each_input_dtype():
     out.sum().backward()
     assert [t.grad.dtype for t in terms] == [torch.bfloat16] * 3
     assert [g.grad.dtype for g in gains] == [torch.float32] * 3
+
+
+@pytest.mark.parametrize("trainable_gains", [True, False], ids=["trainable", "frozen"])
+def test_shaped_combination_saves_only_what_its_backward_reads(trainable_gains):
+    """Frozen gains (`shaped_gains_trainable=False`) keep no activation for the backward: a term is saved only for its
+    gain's gradient, a gain only for its term's."""
+    from modeling_simplified.modeling_simplified import _ShapedCombination
+
+    terms = [torch.randn(2, 3, 4, 5, requires_grad=True) for _ in range(3)]
+    gains = [torch.rand(4, 1, requires_grad=trainable_gains) for _ in range(3)]
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(tuple(t.shape)) or t, lambda t: t):
+        out = _ShapedCombination.apply(*terms, *gains)
+    assert saved.count((2, 3, 4, 5)) == (3 if trainable_gains else 0)
+    assert saved.count((4, 1)) == 3
+    out.sum().backward()
+    expected = [torch.ones(2, 3, 4, 5) * g * sign for g, sign in zip(gains, (1, 1, -1))]
+    for term, grad in zip(terms, expected):
+        torch.testing.assert_close(term.grad, grad.detach())
+
+
+def test_shaped_combination_per_sample_gradients_with_vmap():
+    """`torch.func.vmap(torch.func.grad(...))` (per-sample gradients of the gains) through the function equals the
+    composite `α·X + β·A − γ·C`."""
+    from modeling_simplified.modeling_simplified import _ShapedCombination
+
+    gen = torch.Generator().manual_seed(3)
+    terms = [torch.randn(6, 1, 3, 4, 5, generator=gen) for _ in range(3)]  # 6 samples of batch 1
+    gains = tuple(torch.rand(4, 1, generator=gen) for _ in range(3))
+    weight = torch.randn(1, 3, 4, 5, generator=gen)
+
+    def per_sample_gradients(fn):
+        loss = lambda g, v, a, c: (fn(v, a, c, *g) * weight).sum()  # noqa: E731
+        return torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0, 0))(gains, *terms)
+
+    composite = lambda v, a, c, al, be, ga: al * v + be * a - ga * c  # noqa: E731
+    per_sample = [per_sample_gradients(fn) for fn in (_ShapedCombination.apply, composite)]
+    for ours, reference in zip(*per_sample):
+        assert ours.shape == (6, 4, 1)
+        torch.testing.assert_close(ours, reference)

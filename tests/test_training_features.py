@@ -93,7 +93,7 @@ def test_compiled_training_step_equals_eager(head):
     out = torch.compile(model.forward, fullgraph=True)(input_ids=ids, attention_mask=mask, labels=labels)
     out.loss.backward()
     assert out.logits is None
-    torch.testing.assert_close(out.loss.detach(), expected_loss, atol=1e-6, rtol=0)
+    torch.testing.assert_close(out.loss.detach(), expected_loss, atol=1e-5, rtol=1e-6)  # sums in another order
     for name, grad in expected.items():
         torch.testing.assert_close(dict(model.named_parameters())[name].grad, grad, atol=1e-6, rtol=1e-5)
 

@@ -782,8 +782,8 @@ class ShapedMixing(nn.Module):
                 values, masks.key_padding_mask, masks.query_start, q_len, masks.causal, masks.sequence_ids
             )
             gamma = self.gamma()
-        # the gains are called, never read: accelerate's offload hooks load weights when a module runs;
-        # without autograd (decoding) the arithmetic alone: an autograd Function's call costs more than it
+        # the gains are called, never read: accelerate's offload hooks load weights when a module runs. Without
+        # autograd (decoding), the arithmetic runs without the Function: its call would cost more than the arithmetic
         combine = _ShapedCombination.apply if torch.is_grad_enabled() else _ShapedCombination.forward
         out = combine(current_values.transpose(1, 2), attn_output, centre, self.alpha(), self.beta(), gamma)
         return out, None

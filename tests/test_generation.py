@@ -2,6 +2,7 @@
 prefill, static cache), left-padded batches == each prompt alone, masked models ignore padding, learned positions
 refuse sequences longer than they have positions for."""
 
+import threading
 import time
 from types import SimpleNamespace
 
@@ -339,8 +340,6 @@ def test_decoding_path_is_timed_in_place_then_fixed(monkeypatch, slow_path):
 def test_decoding_path_probes_from_concurrent_threads(monkeypatch):
     """Two `generate()` calls in threads probe the same shapes at once (a matmul releases the GIL): every call
     returns `x·Wᵀ`, and each shape ends with one choice and no timings left."""
-    import threading
-
     monkeypatch.setattr(modeling_simplified, "_DECODE_TRANSPOSED", {})
     monkeypatch.setattr(modeling_simplified, "_DECODE_TIMINGS", {})
     weights = [torch.randn(256, 128) for _ in range(3)]

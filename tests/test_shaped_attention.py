@@ -6,7 +6,7 @@ from conftest import TINY, perturb_, tiny_config
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 
 from modeling_simplified import SimplifiedModel
-from modeling_simplified.modeling_simplified import CACHE_FIELD
+from modeling_simplified.modeling_simplified import CACHE_FIELD, _ShapedCombination
 
 SHAPED = ("value_skipinit", "sas", "sas_p", "simplest")
 PADDINGS = ("none", "left", "right")
@@ -212,8 +212,6 @@ def test_sdpa_gradients_match_eager_matrix(block_type, causal, padding):
 def test_shaped_combination_gradcheck(centring, gain_shape):
     """`_ShapedCombination`'s hand-written backward against finite differences (float64): per-head and shared
     gains, a per-token `C·X`, one shared by the queries (bidirectional, `(B, 1, H, D)`), and none (Value-SkipInit)."""
-    from modeling_simplified.modeling_simplified import _ShapedCombination
-
     gen = torch.Generator().manual_seed(0)
     rand = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_()  # noqa: E731
     values, attended = rand(2, 3, 4, 5), rand(2, 3, 4, 5)
@@ -226,8 +224,6 @@ def test_shaped_combination_gradcheck(centring, gain_shape):
 def test_shaped_combination_keeps_each_input_dtype():
     """bf16 activations with float32 gains (autocast's mixed precision): the output promotes like eager's `addcmul`,
     and each gradient comes back in its input's dtype."""
-    from modeling_simplified.modeling_simplified import _ShapedCombination
-
     terms = [torch.randn(2, 3, 4, 5, dtype=torch.bfloat16, requires_grad=True) for _ in range(3)]
     gains = [torch.rand(4, 1, requires_grad=True) for _ in range(3)]
     out = _ShapedCombination.apply(*terms, *gains)
@@ -243,8 +239,6 @@ def test_shaped_combination_keeps_each_input_dtype():
 def test_shaped_combination_saves_only_what_its_backward_reads(trainable_gains):
     """Frozen gains (`shaped_gains_trainable=False`) keep no activation for the backward: a term is saved only for its
     gain's gradient, a gain only for its term's."""
-    from modeling_simplified.modeling_simplified import _ShapedCombination
-
     terms = [torch.randn(2, 3, 4, 5, requires_grad=True) for _ in range(3)]
     gains = [torch.rand(4, 1, requires_grad=trainable_gains) for _ in range(3)]
     saved = []
@@ -261,8 +255,6 @@ def test_shaped_combination_saves_only_what_its_backward_reads(trainable_gains):
 def test_shaped_combination_per_sample_gradients_with_vmap():
     """`torch.func.vmap(torch.func.grad(...))` (per-sample gradients of the gains) through the function equals the
     composite `α·X + β·A − γ·C`."""
-    from modeling_simplified.modeling_simplified import _ShapedCombination
-
     gen = torch.Generator().manual_seed(3)
     terms = [torch.randn(6, 1, 3, 4, 5, generator=gen) for _ in range(3)]  # 6 samples of batch 1
     gains = tuple(torch.rand(4, 1, generator=gen) for _ in range(3))

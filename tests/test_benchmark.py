@@ -130,3 +130,21 @@ def test_targets_count_a_run_as_met_only_when_every_condition_holds():
     rows = targets.table({"a": run(1.14, 75.0), "b": run(1.12, 76.0)}, before).splitlines()[2:]
     met = [row.rsplit("|", 2)[-2].strip() for row in rows]
     assert met == ["2 of 2 runs", "1 of 2 runs", "0 of 2 runs", "2 of 2 runs", "1 of 2 runs"]
+
+
+def test_parallel_gemm_compares_equal_products_and_prints_each_ratio(capsys):
+    """The fused products the script times compute what the separate ones do (else the ratio compares unlike work)."""
+    from benchmarks import parallel_gemm
+
+    table = parallel_gemm.cases(tokens=16, width=8, qk=12, mlp=20)
+    joins = {"forward": lambda p: torch.cat(p, 1), "input gradient": lambda t: t, "weight gradient": torch.cat}
+    for name, pair in table.items():
+        torch.testing.assert_close(joins[name](pair["separate"]()), pair["fused"](), rtol=1e-5, atol=1e-5)
+    assert parallel_gemm.main(["--rounds", "2"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[0] for row in rows[1:]] == [
+        "| forward",
+        "| input gradient",
+        "| weight gradient",
+        "| all three",
+    ]

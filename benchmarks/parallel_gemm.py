@@ -5,18 +5,19 @@ normed input, so PaLM (Chowdhery et al. 2022) fuses them into one matmul; He & H
 more optimised parallel block could gain this way. This times the three GEMMs of a training step that such a fusion
 would change, separate against fused, at the CodeParrot shape (1024 tokens, d=768, query/key 1536, MLP 3072):
 forward `X·Wᵀ`, the input gradient (two products and their sum against one product), and the weight gradients.
-Interleaved, the order alternating every round; prints medians, minima and the separate/fused ratios. It leaves
+Timed with `make bench`'s `round_robin` (one warm-up round, the order rotating every round); prints medians,
+minima, and the median of the per-round separate/fused ratios with the ratio of the minimum times. It leaves
 out what a fusion would add: concatenating the two output gradients (or the weights) every step.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+
+from benchmarks.benchmark import ratios, round_robin, timed
 
 
 def cases(tokens: int, width: int, qk: int, mlp: int) -> dict[str, dict]:
@@ -39,26 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    table = cases(tokens=1024, width=768, qk=1536, mlp=3072)
-    times = {(name, kind): [] for name, pair in table.items() for kind in pair}
-    order = list(times)
-    for r in range(args.rounds):
-        for name, kind in order if r % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
-            table[name][kind]()
-            times[name, kind].append(time.perf_counter() - start)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} interleaved rounds")
     print("| GEMMs | separate ms (median, min) | fused ms (median, min) | separate / fused: median (of mins) |")
     print("|---|---|---|---|")
     totals = {"separate": 0.0, "fused": 0.0}
-    for name in table:
-        sep, fus = times[name, "separate"], times[name, "fused"]
-        totals["separate"] += statistics.median(sep)
-        totals["fused"] += statistics.median(fus)
+    for name, pair in cases(tokens=1024, width=768, qk=1536, mlp=3072).items():
+        results = round_robin(pair, timed(lambda _kind, product: product()), args.rounds)
+        speed_up = ratios(results, "separate")["fused"]
+        for kind in totals:
+            totals[kind] += results[kind]["median_s"]
+        sep, fus = results["separate"], results["fused"]
         print(
-            f"| {name} | {statistics.median(sep) * 1e3:.2f}, {min(sep) * 1e3:.2f} | "
-            f"{statistics.median(fus) * 1e3:.2f}, {min(fus) * 1e3:.2f} | "
-            f"{statistics.median(sep) / statistics.median(fus):.3f} ({min(sep) / min(fus):.3f}) |"
+            f"| {name} | {sep['median_s'] * 1e3:.2f}, {sep['min_s'] * 1e3:.2f} | "
+            f"{fus['median_s'] * 1e3:.2f}, {fus['min_s'] * 1e3:.2f} | "
+            f"{speed_up['ratio_median']:.3f} ({speed_up['ratio_of_min']:.3f}) |"
         )
     print(
         f"| all three | {totals['separate'] * 1e3:.2f} | {totals['fused'] * 1e3:.2f} | "

@@ -9,9 +9,6 @@ code" is the paper's released code, https://github.com/bobby-he/simplified_trans
 import copy
 import math
 import os
-import statistics
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -212,71 +209,10 @@ def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:
 # ----------------------------------------------------------------------------------------------------------------
 # Linear layers
 # ----------------------------------------------------------------------------------------------------------------
-#: Largest number of rows (tokens) for which `Linear` takes its decoding path.
-DECODE_ROWS = 32
-#: Timed calls per path and shape before `linear`'s decoding path keeps the faster.
-DECODE_PROBES = 5
-#: The decoding path's choice per (rows, out, in, dtype, biased): whether `(W·xᵀ)ᵀ` beat `x·Wᵀ` in this process's calls.
-_DECODE_TRANSPOSED: dict[tuple, bool] = {}
-#: The timed calls of shapes not yet decided: seconds per call, `x·Wᵀ`'s and `(W·xᵀ)ᵀ`'s.
-_DECODE_TIMINGS: dict[tuple, tuple[list[float], list[float]]] = {}
-_DECODE_LOCK = threading.Lock()
-
-
-def _transposed_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """`x·Wᵀ` as `(W·xᵀ)ᵀ`, a single row sent as two (one column would take the matrix-vector path again)."""
-    rows = x.shape[0]
-    return torch.mm(weight, (x.repeat(2, 1) if rows == 1 else x).t()).t()[:rows]
-
-
-def _decode_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """`x·Wᵀ + b` for decoding rows `x` `(rows, in)`, directly or as `(W·xᵀ)ᵀ`. Which is faster depends on the CPU's
-    BLAS and on what the model leaves in the cache, so the first `DECODE_PROBES` calls per path and shape alternate
-    and are timed where they run; the faster by median is kept. Timed alone, a weight stays in the cache: there
-    `(W·xᵀ)ᵀ` won shapes that it lost inside the model (docs/speed.md)."""
-    key = (x.shape[0], *weight.shape, weight.dtype, bias is not None)
-    transposed = _DECODE_TRANSPOSED.get(key)
-    timings = None
-    if transposed is None:  # alternate the paths, x·Wᵀ first
-        with _DECODE_LOCK:
-            transposed = _DECODE_TRANSPOSED.get(key)  # (decided meanwhile by another thread)
-            if transposed is None:
-                timings = _DECODE_TIMINGS.setdefault(key, ([], []))
-                transposed = len(timings[1]) < len(timings[0])
-    start = time.perf_counter()
-    if transposed:
-        out = _transposed_product(x, weight)
-        out = out if bias is None else out + bias
-    else:
-        out = F.linear(x, weight, bias)
-    if timings is not None:
-        elapsed = time.perf_counter() - start
-        with _DECODE_LOCK:  # concurrent generate() calls probe the same shapes
-            timings[transposed].append(elapsed)
-            if min(map(len, timings)) >= DECODE_PROBES and key in _DECODE_TIMINGS:
-                _DECODE_TRANSPOSED[key] = statistics.median(timings[1]) < statistics.median(timings[0])
-                del _DECODE_TIMINGS[key]
-    return out
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`F.linear` with a decoding path: a decoding step (one token per row, `x` `(B, 1, d)`, B ≤ `DECODE_ROWS`) on the
-    CPU without autograd is bound by reading the weights, and computes `x·Wᵀ` either directly or as `(W·xᵀ)ᵀ`,
-    whichever `_decode_product` measured faster for its shape. Same result up to the order of float32 sums
-    (which also depends on the weight's memory alignment); training, full forwards, compiled graphs and GPUs take
-    `F.linear`."""
-    rows = x.numel() // x.shape[-1]
-    decoding = x.dim() == 3 and x.shape[1] == 1 and rows <= DECODE_ROWS
-    if not decoding or x.device.type != "cpu" or torch.is_grad_enabled() or is_torchdynamo_compiling():
-        return F.linear(x, weight, bias)
-    out = _decode_product(x.reshape(rows, x.shape[-1]), weight, bias)
-    return out.reshape(*x.shape[:-1], weight.shape[0])
-
-
 class Linear(nn.Linear):
-    """`nn.Linear` through `linear` (its decoding path), with its init declared (read by `_init_linear`): normal with
-    std `init_std` (None: `initializer_range`) or `orthogonal_init`; a fused query-key(-value) projection re-draws its
-    first `d` rows (W^Q) with `query_init_std` (None: no re-draw) and, with `value_orthogonal`, its value rows."""
+    """`nn.Linear` with its init declared (read by `_init_linear`): normal with std `init_std` (None:
+    `initializer_range`) or `orthogonal_init`; a fused query-key(-value) projection re-draws its first `d` rows (W^Q)
+    with `query_init_std` (None: no re-draw) and, with `value_orthogonal`, its value rows."""
 
     init_std: float | None = None
     orthogonal_init: bool = False
@@ -297,9 +233,6 @@ class Linear(nn.Linear):
         super().__init__(in_features, out_features, bias=bias)
         self.init_std, self.orthogonal_init = init_std, orthogonal_init
         self.query_init_std, self.value_orthogonal = query_init_std, value_orthogonal
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -367,10 +300,10 @@ class ScaledEmbedding(nn.Embedding):
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, scale: float):
         super().__init__(num_embeddings, embedding_dim, padding_idx)
-        self.scale = scale
+        self.embed_scale = scale  # (the name vLLM's and SGLang's Transformers backends look for)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return super().forward(input_ids) * self.scale
+        return super().forward(input_ids) * self.embed_scale
 
 
 def build_token_embedding(config: SimplifiedConfig) -> nn.Embedding:
@@ -489,7 +422,7 @@ class ReparamLinear(nn.Module):
         return self.alpha * self.weight_init + self.beta * self.delta
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight, self.bias)
 
 
 def _freeze_bias(module: nn.Module, config: SimplifiedConfig):
@@ -578,46 +511,37 @@ class HeadScale(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 # Shaped attention
 # ----------------------------------------------------------------------------------------------------------------
-def uniform_attention(
-    values: torch.Tensor,
-    key_mask: torch.Tensor | None,
-    query_start: int | torch.Tensor,
-    q_len: int,
-    causal: bool,
-    sequence_ids: torch.Tensor | None = None,
-):
-    """`C·X` of eq. 5 without a T×T matrix: the attention that the mask gives with all-zero logits.
+#: Attention implementations that apply the mask `SimplifiedModel` builds from the caller's inputs. With them and no
+#: cache, the centring term may be a `RunningMean`; any other (a serving engine's, continuous batching's paged
+#: kernels, a Hub kernel) computes C·X with its own attention call, which sees its own cache and mask.
+OWN_KERNELS = frozenset({"sdpa", "flex_attention", "flash_attention_2", "flash_attention_3"})
 
-    values: `(B, H, Tk, D)`, the whole cache (a static cache is longer than what is filled); key_mask: `(B, Tk')`
-    with 1 for real tokens (`None`: all real; shorter than Tk is padded with 0). Causal: query `query_start + i`,
-    `i < q_len`, averages the real keys up to itself; bidirectional: every query averages all real keys. Returns
-    `(B, Tq, H, D)`, token-major like the attention interface's output (bidirectional: `(B, 1, H, D)`, broadcast),
-    zero where no key is allowed. Computed in at least float32.
-    - uncached causal forward: a running mean over the token-major layout (the contiguous one), O(T) memory;
-    - cached steps (queries after a cached prefix): the rows of `C` for the `q_len` queries times the cache,
-      O(q_len·Tk) — one row per decoded token;
-    - a 4-D key_mask `(B, 1, Tq, Tk)` (user-built, e.g. packed sequences) gives `C` directly: its normalised rows;
-    - sequence_ids `(B, T)` (packed sequences, uncached): the mean restarts at each sequence, as the mask does.
-    """
-    dtype, compute = values.dtype, torch.promote_types(values.dtype, torch.float32)
-    batch, heads, k_len, dim = values.shape
-    uncached = isinstance(query_start, int) and query_start == 0 and q_len == k_len
-    if (key_mask is not None and key_mask.dim() == 4) or (causal and not uncached):
-        c = uniform_attention_matrix(key_mask, batch, q_len, k_len, query_start, causal, values.device, compute)
-        return (c @ values.to(compute)).transpose(1, 2).to(dtype)
-    tokens = values.transpose(1, 2).to(compute).reshape(batch, k_len, heads * dim)  # a view when uncached
-    if key_mask is None:
-        counts = torch.ones(k_len, device=values.device, dtype=compute).expand(batch, -1)
-    else:
-        counts = F.pad(key_mask.to(compute), (0, k_len - key_mask.shape[-1]))[:, -k_len:]
-        tokens = torch.where(counts[:, :, None] > 0, tokens, 0.0)
-    if sequence_ids is not None:
-        sums, counts = _segment_sums(tokens, counts, sequence_ids, causal)
-    elif causal:
-        sums, counts = running_sum(tokens), counts.cumsum(-1)
-    else:
-        sums, counts = tokens.sum(1, keepdim=True), counts.sum(-1, keepdim=True)
-    return (sums / counts.clamp(min=1)[:, :, None]).view(batch, -1, heads, dim).to(dtype)
+
+@dataclass(frozen=True)
+class RunningMean:
+    """`C·X` of eq. 5 without an attention call, for a forward that holds every key itself (no cache, one sequence per
+    row): query i averages the real keys up to itself (causal) or all real keys (bidirectional). `key_mask`: the
+    caller's `(B, T)` padding mask (1 = real token), None when every token is real. O(T) time and memory: at the
+    paper's shape about 4× faster than the zero-query attention call it equals (docs/speed.md)."""
+
+    key_mask: torch.Tensor | None
+
+    def __call__(self, values: torch.Tensor, causal: bool) -> torch.Tensor:
+        """`values` `(B, H, T, D)` → `(B, T, H, D)` (bidirectional: `(B, 1, H, D)`, shared by the queries), computed in
+        at least float32; zero where a query has no real key."""
+        batch, heads, length, dim = values.shape
+        compute = torch.promote_types(values.dtype, torch.float32)
+        tokens = values.transpose(1, 2).to(compute).reshape(batch, length, heads * dim)  # a view of the projection
+        if self.key_mask is None:
+            counts = torch.ones(length, device=values.device, dtype=compute).expand(batch, -1)
+        else:
+            counts = self.key_mask.to(device=values.device, dtype=compute)
+            tokens = torch.where(counts[:, :, None] > 0, tokens, 0.0)
+        if causal:
+            sums, counts = running_sum(tokens), counts.cumsum(-1)
+        else:
+            sums, counts = tokens.sum(1, keepdim=True), counts.sum(-1, keepdim=True)
+        return (sums / counts.clamp(min=1)[:, :, None]).view(batch, -1, heads, dim).to(values.dtype)
 
 
 #: Tokens per block of `running_sum`'s blocked scan.
@@ -627,7 +551,11 @@ SCAN_BLOCK = 32
 def running_sum(x: torch.Tensor) -> torch.Tensor:
     """Prefix sums over the tokens of `x` `(B, T, F)`, as a blocked scan: inside blocks of `SCAN_BLOCK` tokens one
     small lower-triangular matmul, across blocks the running sum of the block totals (recursively). Same result as
-    `x.cumsum(1)`, whose CPU kernel along a non-last dimension is an order of magnitude slower; O(T) memory."""
+    `x.cumsum(1)`, whose eager CPU kernel along a non-last dimension is an order of magnitude slower. Traced
+    (`torch.compile`, `torch.export`, ONNX) it is `cumsum`: the scan's branches on the length would be specialised to
+    the sample's."""
+    if is_torchdynamo_compiling():
+        return x.cumsum(1)
     batch, length, features = x.shape
     block = min(SCAN_BLOCK, length)
     if length % block:
@@ -641,66 +569,14 @@ def running_sum(x: torch.Tensor) -> torch.Tensor:
     return sums.view(batch, length, features)
 
 
-def _segment_sums(tokens: torch.Tensor, counts: torch.Tensor, sequence_ids: torch.Tensor, causal: bool):
-    """Sums and counts of `C·X` per packed sequence (`tokens` `(B, T, F)`, `sequence_ids` `(B, T)` non-decreasing):
-    causal, the running sum since the sequence's first token (prefix sums minus the prefix before that token);
-    bidirectional, the sequence's total, gathered back to its tokens. O(T) memory, no T×T matrix."""
-    batch, k_len, features = tokens.shape
-    if causal:
-        positions = torch.arange(k_len, device=tokens.device).expand(batch, -1)
-        first = torch.ones_like(sequence_ids, dtype=torch.bool)
-        first[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
-        starts = torch.where(first, positions, 0).cummax(-1).values  # index of each token's sequence start
-        prefix = F.pad(running_sum(tokens), (0, 0, 1, 0))  # (B, T + 1, F): prefix[t] sums tokens < t
-        prefix_counts = F.pad(counts.cumsum(-1), (1, 0))
-        before = prefix.gather(1, starts[:, :, None].expand(-1, -1, features))
-        return prefix[:, 1:] - before, prefix_counts[:, 1:] - prefix_counts.gather(1, starts)
-    index = sequence_ids[:, :, None].expand(-1, -1, features)
-    sums = torch.zeros_like(tokens).scatter_add_(1, index, tokens).gather(1, index)
-    counts = torch.zeros_like(counts).scatter_add_(1, sequence_ids, counts).gather(1, sequence_ids)
-    return sums, counts
-
-
-def _normalised_rows(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """`C` of a 4-D mask `(B, 1, Tq, Tk)` (bool, True = allowed; or additive float, 0 = allowed): its rows normalised."""
-    allowed = (mask if mask.dtype == torch.bool else mask == 0).to(dtype)
-    return allowed / allowed.sum(-1, keepdim=True).clamp(min=1)
-
-
-def uniform_attention_matrix(
-    key_mask, batch: int, q_len: int, k_len: int, query_start, causal: bool, device, dtype=torch.float32
-):
-    """The matrix `C` itself, `(B, 1, Tq, Tk)`: for eager attention that returns its weights, for cached steps, and
-    for 4-D masks (bool, True = allowed; or additive float, 0 = allowed), whose allowed entries are used as given."""
-    if key_mask is not None and key_mask.dim() == 4:
-        return _normalised_rows(key_mask, dtype)
-    allowed = torch.ones(batch, 1, q_len, k_len, dtype=torch.bool, device=device)
-    if causal:
-        rows = torch.arange(q_len, device=device)[:, None] + query_start
-        allowed = allowed & (torch.arange(k_len, device=device)[None, :] <= rows)
-    if key_mask is not None:
-        key_mask = F.pad(key_mask.bool(), (0, k_len - key_mask.shape[-1]))[:, -k_len:]
-        allowed = allowed & key_mask[:, None, None, :]
-    return _normalised_rows(allowed, dtype)
-
-
-@dataclass(frozen=True)
-class AttentionMasks:
-    """What the mixing step knows of the masks, by name: `attention_mask`, the mask the attention kernel used;
-    `key_padding_mask`, the user's 2-D or 4-D mask; `sequence_ids`, the packed-sequence ids (see
-    `SimplifiedModel.forward`); `query_start`, the tokens cached before these queries; `causal`."""
-
-    attention_mask: torch.Tensor | None
-    key_padding_mask: torch.Tensor | None
-    sequence_ids: torch.Tensor | None
-    query_start: int | torch.Tensor
-    causal: bool
-
-
 class SoftmaxMixing(nn.Module):
     """Plain attention: the output of the attention interface as is."""
 
-    def forward(self, attn_output, attn_weights, values, current_values, masks: AttentionMasks):
+    centred = False
+
+    def forward(
+        self, attn_output, attn_weights, values, current_values, centre=None, centre_weights=None, query_start=0
+    ):
         return attn_output, attn_weights
 
 
@@ -755,9 +631,10 @@ class _ShapedCombination(torch.autograd.Function):
 
 
 class ShapedMixing(nn.Module):
-    """Shaped attention (eq. 5): `α·X + β·A(X)·X − γ·C·X` per head, where `A(X)·X` is the fused attention kernel's
-    output with values X. With W^Q = 0 and β = γ it is exactly the identity. Without centring (`γ` absent) it is
-    Value-SkipInit's `α·I + β·A` (eq. 4)."""
+    """Shaped attention (eq. 5): `α·X + β·A(X)·X − γ·C·X` per head. `A(X)·X` is the attention call's output with values
+    X; `C·X` is the same call with all-zero queries: softmax over equal logits is uniform over exactly the keys the
+    mask allows, so the mask, cache and kernel at hand (an engine's included) define C as they define A. With W^Q = 0
+    and β = γ it is exactly the identity. Without centring (`γ` absent) it is Value-SkipInit's `α·I + β·A` (eq. 4)."""
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__()
@@ -766,44 +643,36 @@ class ShapedMixing(nn.Module):
         self.alpha = HeadGain(config.shaped_alpha_init, shape, trainable)
         self.beta = HeadGain(config.shaped_beta_init, shape, trainable)
         self.gamma = HeadGain(config.shaped_gamma_init, shape, trainable) if config.centre_attention else None
+        self.centred = config.centre_attention
         self.num_key_value_groups = config.num_attention_heads // config.num_key_value_heads
 
-    def forward(self, attn_output, attn_weights, values, current_values, masks: AttentionMasks):
-        """`values` are all keys' values (cache included), `current_values` this step's, both `(B, H_kv, T, D)`:
-        grouped-query values are repeated to one per query head (Value-SkipInit's `α·X` needs them per head)."""
-        values, current_values = (repeat_kv(v, self.num_key_value_groups) for v in (values, current_values))
-        if attn_weights is not None:  # eager: the output comes from the matrix it reports (in the autograd graph)
-            attn_weights = self.effective_weights(attn_weights, masks)
-            return (attn_weights @ values.to(attn_weights.dtype)).transpose(1, 2).to(values.dtype), attn_weights
-        centre = gamma = None
-        if self.gamma is not None:
-            q_len = current_values.shape[2]
-            centre = uniform_attention(
-                values, masks.key_padding_mask, masks.query_start, q_len, masks.causal, masks.sequence_ids
-            )
-            gamma = self.gamma()
+    def forward(
+        self, attn_output, attn_weights, values, current_values, centre=None, centre_weights=None, query_start=0
+    ):
+        """`attn_output` and `centre` (C·X) `(B, T, H, D)`; `values`, every key's `(B, H_kv, Tk, D)` (cache included),
+        and `current_values`, this step's, are repeated per query head (grouped-query). Eager attention's weights `A`
+        and `centre_weights` `C` `(B, H, Tq, Tk)` give the effective matrix `α·I + β·A − γ·C` (the identity at key
+        `query_start + i`): returned, and the output computed from it, so that it is in the autograd graph."""
+        if attn_weights is not None:
+            weights = self.effective_weights(attn_weights, centre_weights, query_start)
+            values = repeat_kv(values, self.num_key_value_groups)
+            return (weights @ values.to(weights.dtype)).transpose(1, 2).to(values.dtype), weights
+        values = repeat_kv(current_values, self.num_key_value_groups).transpose(1, 2)
+        gamma = None if self.gamma is None else self.gamma()
         # the gains are called, never read: accelerate's offload hooks load weights when a module runs. Without
         # autograd (decoding), the arithmetic runs without the Function: its call would cost more than the arithmetic
         combine = _ShapedCombination.apply if torch.is_grad_enabled() else _ShapedCombination.forward
-        out = combine(current_values.transpose(1, 2), attn_output, centre, self.alpha(), self.beta(), gamma)
-        return out, None
+        return combine(values, attn_output, centre, self.alpha(), self.beta(), gamma), None
 
-    def effective_weights(self, attn_weights, masks: AttentionMasks):
-        """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix; `C` is the row-normalised mask the kernel applied."""
+    def effective_weights(self, attn_weights, centre_weights, query_start):
+        """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix."""
         b, h, q_len, k_len = attn_weights.shape
         eye = torch.zeros(q_len, k_len, device=attn_weights.device, dtype=attn_weights.dtype)
-        eye[torch.arange(q_len), torch.arange(q_len) + masks.query_start] = 1.0
+        eye[torch.arange(q_len), torch.arange(q_len) + query_start] = 1.0
         per_head = lambda m: m.to(attn_weights.dtype).expand(b, h, q_len, k_len).transpose(1, 2)  # noqa: E731
         weights = self.beta(per_head(attn_weights), residual=self.alpha(per_head(eye)))
         if self.gamma is not None:
-            dtype = torch.promote_types(attn_weights.dtype, torch.float32)
-            if masks.attention_mask is not None:
-                c = _normalised_rows(masks.attention_mask, dtype)
-            else:  # no mask: every key (bidirectional) or the causal prefix
-                c = uniform_attention_matrix(
-                    masks.key_padding_mask, b, q_len, k_len, masks.query_start, masks.causal, attn_weights.device, dtype
-                )
-            weights = self.gamma(per_head(c), residual=weights, value=-1.0)
+            weights = self.gamma(per_head(centre_weights), residual=weights, value=-1.0)
         return weights.transpose(1, 2).to(attn_weights.dtype)
 
 
@@ -834,8 +703,9 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
 
 
 def _cache_length(cache: Cache | None, layer_idx: int) -> int | torch.Tensor:
-    """Tokens already cached, read before `update` (a static cache advances its length tensor in place)."""
-    if cache is None:
+    """Tokens already cached, read before `update` (a static cache advances its length tensor in place); 0 for a cache
+    that is not transformers' `Cache` (continuous batching's paged cache, which holds many sequences)."""
+    if not isinstance(cache, Cache):
         return 0
     length = cache.get_seq_length(layer_idx)
     return length.clone() if isinstance(length, torch.Tensor) else length
@@ -844,8 +714,9 @@ def _cache_length(cache: Cache | None, layer_idx: int) -> int | torch.Tensor:
 class SimplifiedAttention(nn.Module):
     """Multi-head attention with optional identity values/projections (paper §4.2) and shaped attention (eq. 5).
 
-    Queries, keys and values come from one fused matmul (or two when values are the identity); the mixing
-    `(α I + β A − γ C) X` uses one attention-interface call for all heads and a running mean for `C X`.
+    Queries, keys and values come from one fused matmul (or two when values are the identity). Every mixing goes
+    through the attention interface, as Llama's: the softmax term `A·X`, and for shaped attention the centring term
+    `C·X` (the same call with zero queries, or a `RunningMean` where that is equal and cheaper).
     """
 
     def __init__(self, config: SimplifiedConfig, layer_idx: int):
@@ -876,42 +747,44 @@ class SimplifiedAttention(nn.Module):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
-        key_padding_mask: torch.Tensor | None = None,
-        sequence_ids: torch.Tensor | None = None,
+        running_mean: RunningMean | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`running_mean`: given by the model when this call holds every key (no cache, one sequence per row)."""
         cache: Cache | None = kwargs.pop(CACHE_FIELD, None)  # the name gradient checkpointing clears
-        batch, q_len, _ = hidden_states.shape
-        heads = lambda t: t.view(batch, q_len, -1, self.head_dim).transpose(1, 2)  # noqa: E731
+        input_shape = hidden_states.shape[:-1]
+        heads = lambda t: t.view(*input_shape, -1, self.head_dim).transpose(1, 2)  # noqa: E731
         query, key, value = (heads(t) for t in self.qkv(hidden_states))  # keys, values: num_key_value_heads
         query, key = apply_rotary(self.q_norm(query), self.k_norm(key), position_embeddings)
-        past_length = _cache_length(cache, self.layer_idx)
-        current_value = value
-        if cache is not None:
-            key, value = cache.update(key, value, self.layer_idx)
+        query_start, current_value = _cache_length(cache, self.layer_idx), value
+        if cache is not None:  # (`kwargs=`: a paged cache reads its indices from them and updates them in place)
+            key, value = cache.update(key, value, self.layer_idx, kwargs=kwargs)
 
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
-        attn_output, attn_weights = attention_interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.attention_dropout if self.training else 0.0,
-            scaling=self.scaling,
-            **kwargs,
+        attend = lambda q, dropout: attention_interface(  # noqa: E731
+            self, q, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
         )
+        per_head = lambda t: t.reshape(*input_shape, self.num_heads, self.head_dim)  # noqa: E731  (from [T, H·D] too)
+        attn_output, attn_weights = attend(query, self.attention_dropout if self.training else 0.0)
+        centre = centre_weights = None
+        own_keys = running_mean is not None and cache is None and self.config._attn_implementation in OWN_KERNELS
+        if self.mixing.centred and own_keys:
+            centre = running_mean(repeat_kv(current_value, self.num_key_value_groups), self.is_causal)
+        elif self.mixing.centred:  # softmax over all-zero logits is uniform over the keys the mask and cache allow
+            centre, centre_weights = attend(torch.zeros_like(query), 0.0)
+            centre = per_head(centre)
         attn_output, attn_weights = self.mixing(
-            attn_output=attn_output,
+            attn_output=per_head(attn_output),
             attn_weights=attn_weights,
             values=value,
             current_values=current_value,
-            masks=AttentionMasks(attention_mask, key_padding_mask, sequence_ids, past_length, self.is_causal),
+            centre=centre,
+            centre_weights=centre_weights,
+            query_start=query_start,
         )
-        attn_output = self._project(attn_output)
-        return self.dropout(attn_output), attn_weights
+        return self.dropout(self._project(attn_output)), attn_weights
 
     def _project(self, attn_output: torch.Tensor) -> torch.Tensor:
         """W^O with NormFormer's head scale before it (the paper) or after it (fairseq)."""
@@ -1263,6 +1136,21 @@ def _check_learned_positions(position_ids, past_length, seq_len: int, max_positi
         )
 
 
+def _check_call_causality(call_causal: bool | None, causal: bool, attention_mask) -> None:
+    """A model's causality is its checkpoint's, fixed at load. A call may pass another `is_causal` only with a mask
+    it built itself (continuous batching passes False with its own 4-D masks); otherwise the mask built here and
+    shaped attention's running mean would disagree."""
+    if call_causal is None or bool(call_causal) == causal or isinstance(attention_mask, dict):
+        return
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
+        return
+    raise ValueError(
+        f"is_causal={call_causal} for a model loaded with is_causal={causal}: causality is fixed when the model is "
+        f"built. Load it with is_causal={call_causal} (e.g. `from_pretrained(path, is_causal={call_causal})`) or pass "
+        "a 4-D attention mask of your own."
+    )
+
+
 def _in_graph_with_zero_weight(layer: nn.Module) -> torch.Tensor:
     """`0·Σ sum(p)` over the layer's trainable parameters: an exact 0 whose backward gives them zero gradients."""
     return sum(p.sum() for p in layer.parameters() if p.requires_grad) * 0.0
@@ -1276,6 +1164,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
         config = self.config  # the layers share the model's config (its resolved `is_causal`, attention backend)
+        self.is_causal = bool(config.is_causal)  # fixed here: transformers writes a call's `is_causal` into the config
         self.embed_tokens = build_token_embedding(config)
         self.embed_token_types = TokenTypeEmbedding(config) if config.type_vocab_size else NoTokenTypes()
         self.embed_positions = POSITIONS[config.position_embedding_type](config)
@@ -1314,12 +1203,13 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         cache = _one_cache(cache, past_key_values)
-        causal = self.config.is_causal
+        causal = self.is_causal
+        _check_call_causality(kwargs.get("is_causal"), causal, attention_mask)
         if use_cache and causal and cache is None:
             cache = DynamicCache(config=self.config)
         if not causal:
             cache = None
-        past_length = cache.get_seq_length() if cache is not None else 0
+        past_length = cache.get_seq_length() if isinstance(cache, Cache) else 0
         seq_len = inputs_embeds.shape[1]
         if position_ids is None and kwargs.get("cu_seq_lens_q") is not None and past_length == 0:
             position_ids = _positions_from_cu_seq_lens(kwargs["cu_seq_lens_q"], seq_len)  # packed, varlen kwargs only
@@ -1329,9 +1219,8 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         if position_ids is None:
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 
-        # packed sequences (padding-free batches: no mask, given positions restarting at 0): the softmax mask and the
-        # centring mean C·X of shaped attention both stay within each sequence (checked only for given positions:
-        # the check reads them on the host)
+        # packed sequences (padding-free batches: no mask, given positions restarting at 0): the mask keeps attention
+        # within each sequence (checked only for given positions: the check reads them on the host)
         sequence_ids = None
         if (
             given_positions
@@ -1349,7 +1238,15 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         if sequence_ids is not None:
             mask_kwargs["and_mask_function"] = packed_sequence_mask_function(sequence_ids)
         mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)
-        key_padding_mask = attention_mask if isinstance(attention_mask, torch.Tensor) else None  # 2-D or 4-D
+        # shaped attention's C·X as a running mean needs this call to hold every key: no cache, one sequence a row
+        running_mean = None
+        if (
+            cache is None
+            and sequence_ids is None
+            and kwargs.get("cu_seq_lens_q") is None
+            and (attention_mask is None or (isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2))
+        ):
+            running_mean = RunningMean(attention_mask)
 
         inputs_embeds = self.embed_token_types(inputs_embeds, token_type_ids)
         hidden_states, position_embeddings = self.embed_positions(inputs_embeds, position_ids)
@@ -1365,8 +1262,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
                 attention_mask=mask,
                 position_ids=position_ids,  # flash-attention kernels find packed sequences from them
                 position_embeddings=position_embeddings,
-                key_padding_mask=key_padding_mask,
-                sequence_ids=sequence_ids,
+                running_mean=running_mean,
                 **{CACHE_FIELD: cache},
                 **kwargs,
             )
@@ -1474,7 +1370,7 @@ class TiedHeadGradient:
     def embed(self, embedding: nn.Embedding, input_ids: torch.Tensor) -> torch.Tensor:
         """`embedding(input_ids)`, with the head's gradient added in its backward."""
         out = _EmbeddingWithTiedHead.apply(input_ids, embedding.weight, embedding.padding_idx, self)
-        return out * embedding.scale if isinstance(embedding, ScaledEmbedding) else out
+        return out * embedding.embed_scale if isinstance(embedding, ScaledEmbedding) else out
 
 
 class _EmbeddingWithTiedHead(torch.autograd.Function):

@@ -127,7 +127,7 @@ def test_plan_is_exact_subnetwork(block_type):
     h = x
     for s, layer in zip(scales, base.layers):
         if s:
-            out = layer(h, attention_mask=mask, position_embeddings=pe, key_padding_mask=None)
+            out = layer(h, attention_mask=mask, position_embeddings=pe, running_mean=None)
             h = h + s * (out - h)
     expected = base.norm(h)
     base.layer_plan = LayerPlan(scales)

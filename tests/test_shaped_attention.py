@@ -6,7 +6,7 @@ from conftest import TINY, perturb_, tiny_config
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 
 from modeling_simplified import SimplifiedModel
-from modeling_simplified.modeling_simplified import CACHE_FIELD, _ShapedCombination
+from modeling_simplified.modeling_simplified import CACHE_FIELD, RunningMean, _ShapedCombination
 
 SHAPED = ("value_skipinit", "sas", "sas_p", "simplest")
 PADDINGS = ("none", "left", "right")
@@ -33,6 +33,14 @@ def _attention_mask(model: SimplifiedModel, x: torch.Tensor, mask_2d: torch.Tens
     return create_bidirectional_mask(config=model.config, inputs_embeds=x, attention_mask=mask_2d)
 
 
+CENTRES = ("running_mean", "attention")
+
+
+def _centre(centre: str, mask_2d: torch.Tensor | None) -> dict:
+    """The attention's `running_mean` argument: C·X as the model's running mean, or (None) the zero-query call."""
+    return {"running_mean": RunningMean(mask_2d) if centre == "running_mean" else None}
+
+
 def _real(mask_2d: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
     return torch.ones(x.shape[:2], dtype=torch.bool) if mask_2d is None else mask_2d.bool()
 
@@ -48,11 +56,12 @@ def _capture_mixing(attn):
     return seen, attn.mixing.register_forward_hook(hook, with_kwargs=True)
 
 
+@pytest.mark.parametrize("centre", CENTRES)
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
 @pytest.mark.parametrize("padding", PADDINGS)
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
 @pytest.mark.parametrize("block_type", SHAPED)
-def test_identity_at_init(block_type, causal, padding, attn_implementation):
+def test_identity_at_init(block_type, causal, padding, attn_implementation, centre):
     """W^Q = 0 and β = γ make every shaped attention sub-block exactly the identity on each head."""
     model = SimplifiedModel(tiny_config(block_type, is_causal=causal, num_hidden_layers=3)).eval()
     model.set_attn_implementation(attn_implementation)
@@ -64,7 +73,7 @@ def test_identity_at_init(block_type, causal, padding, attn_implementation):
         real = _real(mask_2d, x)
         seen, handle = _capture_mixing(attn)
         with torch.no_grad():
-            out, _ = attn(x, attention_mask=_attention_mask(model, x, mask_2d), key_padding_mask=mask_2d)
+            out, _ = attn(x, attention_mask=_attention_mask(model, x, mask_2d), **_centre(centre, mask_2d))
         handle.remove()
         assert (seen["mixed"][real] - seen["values"][real]).abs().max() <= 1e-6
         if block_type != "value_skipinit":  # identity values and projections: the whole sub-block is the identity
@@ -113,10 +122,12 @@ def _perturbed_model(block_type: str, causal: bool, seed: int = 0) -> Simplified
     return model
 
 
+@pytest.mark.parametrize("centre", CENTRES)
 @pytest.mark.parametrize("padding", PADDINGS)
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
 @pytest.mark.parametrize("block_type", SHAPED)
-def test_sdpa_matches_reference(block_type, causal, padding):
+def test_sdpa_matches_reference(block_type, causal, padding, centre):
+    """The running mean and the zero-query attention call both give eq. 5's `α I + β A − γ C` exactly."""
     model = _perturbed_model(block_type, causal)
     assert model.config._attn_implementation == "sdpa"
     mask_2d = _padding_mask(padding)
@@ -125,7 +136,7 @@ def test_sdpa_matches_reference(block_type, causal, padding):
         x = torch.randn(3, SEQ_LEN, TINY["hidden_size"], generator=gen)
         real = _real(mask_2d, x)
         with torch.no_grad():
-            out, _ = layer.attn(x, attention_mask=_attention_mask(model, x, mask_2d), key_padding_mask=mask_2d)
+            out, _ = layer.attn(x, attention_mask=_attention_mask(model, x, mask_2d), **_centre(centre, mask_2d))
             expected, matrix = reference_attention(layer.attn, x, mask_2d, causal)
         # the reference is not degenerate: attention is far from uniform and from the identity
         assert (matrix - torch.eye(SEQ_LEN)).abs().amax() > 0.1
@@ -178,7 +189,7 @@ def test_softmax_attention_unchanged_by_shaping_code():
     a = ((q @ k.transpose(-1, -2)) * attn.scaling).masked_fill(~allowed, float("-inf")).softmax(-1).nan_to_num(0.0)
     expected = attn.o_proj((a @ v).transpose(1, 2).reshape(batch, seq_len, d))
     with torch.no_grad():
-        out, _ = attn(x, attention_mask=_attention_mask(model, x, mask_2d), key_padding_mask=mask_2d)
+        out, _ = attn(x, attention_mask=_attention_mask(model, x, mask_2d), running_mean=RunningMean(mask_2d))
     real = mask_2d.bool()
     assert (out[real] - expected[real]).abs().max() <= 1e-5
 

@@ -535,18 +535,25 @@ class SimplifiedConfig(PreTrainedConfig):
         if value_modes != {"linear"} or (self.frozen_biases and self.attention_bias):  # values outside `qkv.proj`
             plan["layers.*.attn.qkv.value"] = "simplified_local_heads"
         if self.qk_norm != "none":  # one [head_dim] scale shared by the heads: its gradient sums the ranks'
-            plan.update(dict.fromkeys(("layers.*.attn.q_norm", "layers.*.attn.k_norm"), "replicated_with_grad_allreduce"))
+            plan.update(
+                dict.fromkeys(("layers.*.attn.q_norm", "layers.*.attn.k_norm"), "replicated_with_grad_allreduce")
+            )
         if self.attention_type == "shaped":
             gains = ("alpha", "beta", "gamma") if self.centre_attention else ("alpha", "beta")
             plan.update({f"layers.*.attn.mixing.{g}": "simplified_per_head" for g in gains})
         if self.head_scale == "before_proj":  # after W^O it scales the all-reduced output: replicated
             plan["layers.*.attn.head_scale"] = "simplified_per_head"
         if self.mlp_act_norm:  # a norm over the MLP width needs all of it: W_in's output gathered
-            plan.update({"layers.*.mlp.fc_in": "colwise_rep", "layers.*.mlp.fc_out": "rowwise_rep"})
+            plan.update(
+                {
+                    "layers.*.mlp.fc_in": "simplified_colwise_gather_output",
+                    "layers.*.mlp.fc_out": "simplified_rowwise_rep",
+                }
+            )
         else:
             gated = self.hidden_act in GATED_ACTIVATIONS  # W_in = [gate; up]
             plan["layers.*.mlp.fc_in"] = "simplified_gate_up_colwise" if gated else "colwise"
-            plan["layers.*.mlp.fc_out"] = "rowwise"
+            plan["layers.*.mlp.fc_out"] = "simplified_rowwise"
         return plan
 
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 from conftest import perturb_, tiny_config
 
-from modeling_simplified import BLOCK_TYPES, SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified import BLOCK_TYPES, SimplifiedForCausalLM, SimplifiedForMaskedLM
 from modeling_simplified.modeling_simplified import (
     ALL_PARALLEL_STYLES,
     FusedQKV,
@@ -62,7 +62,11 @@ def test_fused_projection_splits_by_local_widths(block_type):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, dict(hidden_act="swiglu", attention_bias=True, mlp_bias=True, qk_norm="rmsnorm"), dict(frozen_biases=True, attention_bias=True)],
+    [
+        {},
+        dict(hidden_act="swiglu", attention_bias=True, mlp_bias=True, qk_norm="rmsnorm"),
+        dict(frozen_biases=True, attention_bias=True),
+    ],
 )
 def test_plan_names_existing_modules_and_registered_styles(block_type, overrides):
     """Every rule of `base_model_tp_plan` (and the heads' `_tp_plan`) matches a module of the model, and every style
@@ -73,7 +77,7 @@ def test_plan_names_existing_modules_and_registered_styles(block_type, overrides
     names = {re.sub(r"\.\d+(\.|$)", r".*\1", n) for n, _ in model.named_modules()}
     assert set(model.tp_plan) <= names, set(model.tp_plan) - names
     assert all(style in ALL_PARALLEL_STYLES for style in model.tp_plan.values())
-    assert model.tp_plan["lm_head"] == "colwise_gather_output"
+    assert model.tp_plan["lm_head"] == "simplified_colwise_gather_output"
 
 
 @pytest.mark.parametrize(
@@ -107,7 +111,9 @@ CASES = {
     "pre_ln-swiglu-bias-rotary-qknorm": (
         SimplifiedForCausalLM,
         "pre_ln",
-        dict(hidden_act="swiglu", attention_bias=True, mlp_bias=True, position_embedding_type="rotary", qk_norm="rmsnorm"),
+        dict(
+            hidden_act="swiglu", attention_bias=True, mlp_bias=True, position_embedding_type="rotary", qk_norm="rmsnorm"
+        ),
     ),
     # eq. 6 W^V and W^P in every block (replicated), gains shared by the heads, a padded vocabulary
     "sas-reparam-shared-gains": (
@@ -169,14 +175,12 @@ def _save_llama(folder: Path) -> None:
 
 
 def _single_process(folder: Path) -> dict:
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
-
+    """What tp_check.py computes, in this (unsharded) process."""
     sys.path.insert(0, str(ROOT / "tests" / "distributed"))
     try:
         from tp_check import run
     finally:
         sys.path.pop(0)
-    del AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
     return run(folder, None)
 
 
@@ -199,7 +203,9 @@ def test_tensor_parallel_on_two_processes_matches_one_process(tmp_path):
     command = [torchrun, "--nproc_per_node", str(TP), "--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
     command += [str(ROOT / "tests" / "distributed" / "tp_check.py"), str(out), *map(str, folders)]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT)
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     print(f"torchrun: {time.perf_counter() - start:.1f} s for {len(folders)} models")
 
@@ -215,9 +221,9 @@ def test_tensor_parallel_on_two_processes_matches_one_process(tmp_path):
             assert torch.equal(sharded["tokens"], single["tokens"]), folder.name
         shapes = sharded["shapes"]
         halved = {n for n, (full, local) in shapes.items() if local != full}
-        for n in halved:  # a half of one dimension, the other dimensions whole
-            full, local = shapes[n]
-            assert sorted(f // l for f, l in zip(full, local) if f != l) == [TP] or full[0] % TP, (n, full, local)
+        for n in halved:  # rank 0 holds the first ceil(1/TP) of one dimension, the other dimensions whole
+            changed = [(f, loc) for f, loc in zip(*shapes[n]) if f != loc]
+            assert len(changed) == 1 and changed[0][1] == -(-changed[0][0] // TP), (n, shapes[n])
         if folder.name == "llama":
             assert "model.layers.0.self_attn.q_proj.weight" in halved and "model.embed_tokens.weight" in halved
             continue

@@ -518,6 +518,44 @@ class SimplifiedConfig(PreTrainedConfig):
         m = self.pad_vocab_size_multiple
         return (self.vocab_size + m - 1) // m * m
 
+    @property
+    def base_model_tp_plan(self) -> dict[str, str]:
+        """The tensor-parallel plan of the base model (`from_pretrained(..., tp_plan="auto")`), for the modules this
+        config builds: heads are split between the ranks. The `simplified_*` styles are defined and registered in
+        `modeling_simplified` (section "Tensor parallelism"), which also refuses what cannot be sharded; see
+        docs/tensor_parallel.md."""
+        plan = {
+            "embed_tokens": "embedding_rowwise",
+            # [W^Q; W^K(; W^V)]: each part colwise, so a rank holds its heads' rows of every part
+            "layers.*.attn.qkv.proj": "simplified_qkv_colwise",
+            # W^O: rowwise (all-reduce); identity or eq. 6: the ranks' heads gathered, the matrix replicated
+            "layers.*.attn.o_proj": "simplified_gather_heads",
+        }
+        value_modes = {self.value_mode, self.first_layer_value_mode or self.value_mode}
+        if value_modes != {"linear"} or (self.frozen_biases and self.attention_bias):  # values outside `qkv.proj`
+            plan["layers.*.attn.qkv.value"] = "simplified_local_heads"
+        if self.qk_norm != "none":  # one [head_dim] scale shared by the heads: its gradient sums the ranks'
+            plan.update(
+                dict.fromkeys(("layers.*.attn.q_norm", "layers.*.attn.k_norm"), "replicated_with_grad_allreduce")
+            )
+        if self.attention_type == "shaped":
+            gains = ("alpha", "beta", "gamma") if self.centre_attention else ("alpha", "beta")
+            plan.update({f"layers.*.attn.mixing.{g}": "simplified_per_head" for g in gains})
+        if self.head_scale == "before_proj":  # after W^O it scales the all-reduced output: replicated
+            plan["layers.*.attn.head_scale"] = "simplified_per_head"
+        if self.mlp_act_norm:  # a norm over the MLP width needs all of it: W_in's output gathered
+            plan.update(
+                {
+                    "layers.*.mlp.fc_in": "simplified_colwise_gather_output",
+                    "layers.*.mlp.fc_out": "simplified_rowwise_rep",
+                }
+            )
+        else:
+            gated = self.hidden_act in GATED_ACTIVATIONS  # W_in = [gate; up]
+            plan["layers.*.mlp.fc_in"] = "simplified_gate_up_colwise" if gated else "colwise"
+            plan["layers.*.mlp.fc_out"] = "simplified_rowwise"
+        return plan
+
 
 def _complete_auto_map(auto_map: dict) -> dict:
     """`AUTO_MAP` with the entries a loaded config already has kept as they are: a reference to another repo's code

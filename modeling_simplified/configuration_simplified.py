@@ -546,14 +546,14 @@ class SimplifiedConfig(PreTrainedConfig):
         if self.mlp_act_norm:  # a norm over the MLP width needs all of it: W_in's output gathered
             plan.update(
                 {
-                    "layers.*.mlp.fc_in": "simplified_colwise_gather_output",
-                    "layers.*.mlp.fc_out": "simplified_rowwise_rep",
+                    "layers.*.mlp.fc_in": "colwise_gather_output",
+                    "layers.*.mlp.fc_out": "rowwise_rep",
                 }
             )
         else:
             gated = self.hidden_act in GATED_ACTIVATIONS  # W_in = [gate; up]
             plan["layers.*.mlp.fc_in"] = "simplified_gate_up_colwise" if gated else "colwise"
-            plan["layers.*.mlp.fc_out"] = "simplified_rowwise"
+            plan["layers.*.mlp.fc_out"] = "rowwise"
         return plan
 
 

@@ -773,7 +773,7 @@ class SimplifiedAttention(nn.Module):
         attend = lambda q, dropout: attention_interface(  # noqa: E731
             self, q, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
         )
-        per_head = lambda t: t.reshape(*input_shape, self.num_heads, self.head_dim)  # noqa: E731  (from [T, H·D] too)
+        per_head = lambda t: t.reshape(*input_shape, -1, self.head_dim)  # noqa: E731  (from [T, H·D] too; local heads)
         attn_output, attn_weights = attend(query, self.attention_dropout if self.training else 0.0)
         centre = centre_weights = None
         own_keys = running_mean is not None and cache is None and self.config._attn_implementation in OWN_KERNELS
@@ -1454,7 +1454,7 @@ def linear_cross_entropy(
 
 class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
-    _tp_plan = {"lm_head": "simplified_colwise_gather_output"}
+    _tp_plan = {"lm_head": "colwise_gather_output"}
 
     def __init__(self, config: SimplifiedConfig):
         super().__init__(config)
@@ -1619,7 +1619,7 @@ class _HeadOnLastHiddenState(SimplifiedPreTrainedModel):
 
 class SimplifiedForMaskedLM(_HeadOnLastHiddenState):
     _tied_weights_keys = {"mlm_head.decoder.weight": "model.embed_tokens.weight"}
-    _tp_plan = {"mlm_head.decoder": "simplified_colwise_gather_output"}
+    _tp_plan = {"mlm_head.decoder": "colwise_gather_output"}
     output_class = MaskedLMOutput
 
     def __init__(self, config: SimplifiedConfig):
@@ -1691,7 +1691,7 @@ class SimplifiedForSequenceClassification(_HeadOnLastHiddenState):
 # matrices run whole on every rank (replicated, not sharded).
 try:
     import torch.distributed as dist
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor import Shard, distribute_tensor
     from torch.distributed.tensor.placement_types import _StridedShard
     from transformers.distributed.parallel_utils import _AllReduceBackward
     from transformers.distributed.tensor_parallel import (
@@ -1766,19 +1766,6 @@ class _GatherLastDim(torch.autograd.Function):
         return grad.chunk(dist.get_world_size(ctx.group), dim=-1)[dist.get_rank(ctx.group)].contiguous(), None
 
 
-def _contiguous_output(style: type) -> type:
-    """`style` with its module's output made contiguous before the collective: `linear`'s decoding path may return a
-    transposed `(W·xᵀ)ᵀ`, and each rank picks that path by its own timings, while gloo reduces the ranks' raw storage
-    (a transposed and a plain layout would be summed element by element in the wrong order)."""
-
-    class Contiguous(style):
-        def transform_output_post_forward(self, module, output, mesh):
-            return super().transform_output_post_forward(module, output.contiguous(), mesh)
-
-    Contiguous.__name__ = Contiguous.__qualname__ = f"Contiguous{style.__name__}"
-    return Contiguous
-
-
 class PackedPartsColwise(PackedColwiseParallel):
     """A fused projection of `parts` equal parts stacked on the output rows (`[W^Q; W^K(; W^V)]`, `[gate; up]`): each
     part sharded colwise, so a rank's rows are its slice of every part, in order (its biases too: transformers'
@@ -1819,7 +1806,7 @@ class GatheredHeadsProjection(TensorParallelLayer):
     """W^O: a learned `Linear` is rowwise (its input is the rank's heads, the outputs all-reduced); an identity or
     eq. 6 W^O gets the ranks' heads gathered into the whole `d` and runs replicated."""
 
-    rowwise = _contiguous_output(RowwiseParallel)() if ALL_PARALLEL_STYLES is not None else None
+    rowwise = RowwiseParallel() if ALL_PARALLEL_STYLES is not None else None
 
     def shard_param(self, module, param, mesh):
         if isinstance(module, nn.Linear):
@@ -1854,15 +1841,6 @@ class PerHeadGain(TensorParallelLayer):
 
 
 if ALL_PARALLEL_STYLES is not None:
-    # transformers' `rowwise`, `rowwise_rep`, `colwise_rep` and `colwise_gather_output`, with contiguous outputs
-    ALL_PARALLEL_STYLES.register("simplified_rowwise", _contiguous_output(RowwiseParallel)())
-    ALL_PARALLEL_STYLES.register(
-        "simplified_rowwise_rep",
-        _contiguous_output(RowwiseParallel)(input_layouts=Replicate(), output_layouts=Replicate()),
-    )
-    ALL_PARALLEL_STYLES.register(
-        "simplified_colwise_gather_output", _contiguous_output(ColwiseParallel)(output_layouts=Replicate())
-    )
     ALL_PARALLEL_STYLES.register("simplified_qkv_colwise", PackedPartsColwise())
     ALL_PARALLEL_STYLES.register("simplified_gate_up_colwise", PackedPartsColwise(parts=2))
     ALL_PARALLEL_STYLES.register("simplified_local_heads", LocalHeadsOfValues())

@@ -77,7 +77,7 @@ def test_plan_names_existing_modules_and_registered_styles(block_type, overrides
     names = {re.sub(r"\.\d+(\.|$)", r".*\1", n) for n, _ in model.named_modules()}
     assert set(model.tp_plan) <= names, set(model.tp_plan) - names
     assert all(style in ALL_PARALLEL_STYLES for style in model.tp_plan.values())
-    assert model.tp_plan["lm_head"] == "simplified_colwise_gather_output"
+    assert model.tp_plan["lm_head"] == "colwise_gather_output"
 
 
 @pytest.mark.parametrize(

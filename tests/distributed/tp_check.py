@@ -24,26 +24,6 @@ def local_shape(param) -> tuple[int, ...]:
     return tuple(param.to_local().shape) if hasattr(param, "to_local") else tuple(param.shape)
 
 
-class _DecodingPath(dict):
-    """`linear`'s per-shape choice of decoding path, fixed: `(W·xᵀ)ᵀ` (a transposed output) or `x·Wᵀ`."""
-
-    def __init__(self, transposed: bool):
-        super().__init__()
-        self.transposed = transposed
-
-    def get(self, key, default=None):
-        return self.transposed
-
-
-def force_decoding_paths(rank: int) -> None:
-    """The worst case of the per-process timings: rank 0 always takes the transposed decoding path, the others never
-    (collectives must not depend on the output's memory layout)."""
-    from modeling_simplified import modeling_simplified as ms
-
-    if hasattr(ms, "_DECODE_TRANSPOSED"):
-        ms._DECODE_TRANSPOSED = _DecodingPath(rank == 0)
-
-
 def run(folder: Path, tp_plan):
     """The probe's logits, greedy tokens (causal LMs) and every parameter's full and local shape."""
     config = AutoConfig.from_pretrained(folder)
@@ -71,7 +51,6 @@ def run(folder: Path, tp_plan):
 def main(out: Path, folders: list[Path]):
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    force_decoding_paths(rank)
     for folder in folders:
         if folder.name.startswith("refused-"):
             try:

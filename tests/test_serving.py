@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from types import SimpleNamespace
 
@@ -322,17 +323,17 @@ SERVE_PROMPTS = ["def foo(x):", "import json\n", "class A", "return self._value"
 LAUNCHER = """\
 import sys
 
-import transformers
 from transformers import AutoConfig
+from transformers.cli.serving import model_manager
+from transformers.cli.transformers import main
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
 path = sys.argv[sys.argv.index("serve") + 1]
 config = AutoConfig.from_pretrained(path, trust_remote_code=True)
 cls = get_class_from_dynamic_module(config.auto_map["AutoModelForCausalLM"], path)
-setattr(transformers, config.architectures[0], cls)
-
-from transformers.cli.transformers import main
-
+# the module object the serve model manager reads the class from (importing transformers' modeling code can replace
+# sys.modules["transformers"] with a new lazy module, so an attribute set on an earlier `import transformers` is lost)
+setattr(model_manager.transformers, config.architectures[0], cls)
 main()
 """
 
@@ -359,7 +360,7 @@ def _post(url: str, body: dict, timeout: float = 60) -> dict:
 @contextlib.contextmanager
 def _server(folder: str, *args: str, launcher: str | None = None, startup_timeout: float = 120):
     """`transformers serve FOLDER ARGS` on 127.0.0.1 at a free port, offline with its own HF_HOME; yields the base
-    URL once /health answers, and always stops the process (terminate, then kill) on the way out."""
+    URL (and the log's tail) once /health answers, and always stops the process (terminate, then kill) on the way out."""
     port = _free_port()
     home = tempfile.mkdtemp(prefix="serve-hf-home-")
     env = {
@@ -390,7 +391,7 @@ def _server(folder: str, *args: str, launcher: str | None = None, startup_timeou
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no /health answer within {startup_timeout} s")
             time.sleep(0.5)
-        yield url
+        yield SimpleNamespace(url=url, log=lambda: (log.seek(0), log.read()[-3000:])[1])
     finally:
         process.terminate()
         try:
@@ -402,13 +403,16 @@ def _server(folder: str, *args: str, launcher: str | None = None, startup_timeou
         os.unlink(log.name)
 
 
-def _check_completions(url: str, folder: str, model, tokenizer):
+def _check_completions(server, folder: str, model, tokenizer):
     """Four concurrent greedy /v1/completions requests; each reply is the decoded text of `generate`'s tokens, and
     as many of them (the OpenAI reply carries text, not ids)."""
     gen = json.dumps({"max_new_tokens": NEW_TOKENS, "do_sample": False, "eos_token_id": None})
 
     def ask(prompt):
-        return _post(url + "/v1/completions", {"model": folder, "prompt": prompt, "generation_config": gen})
+        try:
+            return _post(server.url + "/v1/completions", {"model": folder, "prompt": prompt, "generation_config": gen})
+        except urllib.error.HTTPError as error:
+            raise AssertionError(f"{error} for {prompt!r}; server log:\n{server.log()}") from None
 
     with concurrent.futures.ThreadPoolExecutor(len(SERVE_PROMPTS)) as pool:
         replies = list(pool.map(ask, SERVE_PROMPTS))
@@ -434,8 +438,8 @@ def test_transformers_serve_native_gpt2(tmp_path, bpe_tokenizer):
     folder = str(tmp_path / "gpt2")
     model.save_pretrained(folder)
     bpe_tokenizer.save_pretrained(folder)
-    with _server(folder, *CB_ARGS) as url:
-        _check_completions(url, folder, model, bpe_tokenizer)
+    with _server(folder, *CB_ARGS) as server:
+        _check_completions(server, folder, model, bpe_tokenizer)
 
 
 def _export_simplified(tmp_path, tokenizer, block_type: str = "sas_p") -> tuple[str, SimplifiedForCausalLM]:
@@ -458,8 +462,8 @@ def test_transformers_serve_remote_code(tmp_path, bpe_tokenizer):
     """`transformers serve --trust-remote-code` on an exported folder, as a user would run it (upstream refuses it
     today; an XPASS here means upstream fixed it: drop the xfail and the launcher from docs/serving.md)."""
     folder, model = _export_simplified(tmp_path, bpe_tokenizer)
-    with _server(folder, "--trust-remote-code", *CB_ARGS) as url:
-        _check_completions(url, folder, model, bpe_tokenizer)
+    with _server(folder, "--trust-remote-code", *CB_ARGS) as server:
+        _check_completions(server, folder, model, bpe_tokenizer)
 
 
 @needs_serve
@@ -469,5 +473,5 @@ def test_transformers_serve_remote_code_with_launcher(tmp_path, bpe_tokenizer, c
     the folder's `auto_map`, set on the `transformers` module, then the stock CLI) serves the exported model."""
     folder, model = _export_simplified(tmp_path, bpe_tokenizer)
     args = ("--trust-remote-code", *(CB_ARGS if continuous_batching else ()))
-    with _server(folder, *args, launcher=LAUNCHER) as url:
-        _check_completions(url, folder, model, bpe_tokenizer)
+    with _server(folder, *args, launcher=LAUNCHER) as server:
+        _check_completions(server, folder, model, bpe_tokenizer)

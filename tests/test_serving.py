@@ -312,6 +312,15 @@ def test_vllm_contract_matches_generate(name, vllm_attention):
     assert any(count < len(prompts[2]) for r, count, decoding in sum(log, []) if r == 2 and not decoding)
 
 
+def test_vllm_refuses_a_padded_vocabulary(vllm_attention):
+    """`pad_vocab_size_multiple` gives the embedding more rows than `config.vocab_size`: the engine's embedding (vLLM
+    builds it with `config.vocab_size` rows) cannot take those weights, as vLLM's loader refuses them."""
+    lm = _simplified("pre_ln", pad_vocab_size_multiple=64)
+    assert lm.get_input_embeddings().weight.shape[0] == 128 != lm.config.vocab_size
+    with pytest.raises(RuntimeError, match="size"):
+        _engine_model(lm)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 2. `transformers serve` end to end (OpenAI-compatible HTTP server in a subprocess, loopback only)
 # ----------------------------------------------------------------------------------------------------------------

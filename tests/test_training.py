@@ -508,3 +508,20 @@ def test_demo_trains_exports_reloads_with_remote_code_and_generates(tmp_path, ca
     assert completion.startswith(demo.PROMPT) and len(completion) > len(demo.PROMPT)
     # the class was loaded from the export's own code, not from this package
     assert "transformers_modules" in out
+
+
+def test_a_missing_local_dataset_folder_is_named_not_the_network(tmp_path, capsys, monkeypatch):
+    """`--dataset /nonexistent` said "the dataset host is unreachable" on a machine without network."""
+    import datasets
+
+    from modeling_simplified.training import data
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(data, "_host_reachable", lambda timeout=3.0: False)  # no network either
+    missing = tmp_path / "nonexistent"
+    run = tmp_path / "run"
+    assert main(["--preset", "codeparrot-tiny-sas_p", "--dataset", str(missing), "--output-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"no such folder: {missing}" in err and "Check the path" in err, err
+    assert "unreachable" not in err and "connection" not in err
+    assert not run.exists()

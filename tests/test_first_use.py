@@ -120,3 +120,22 @@ def test_exports_folder_the_docs_use_is_ignored_by_git():
         ["git", "check-ignore", "-q", "exports/sas_p-tiny/model.safetensors"], cwd=REPO, capture_output=True
     )
     assert proc.returncode == 0, "exports/ is not ignored by git"
+
+
+def test_the_demo_keeps_a_previous_run(tmp_path):
+    """`make demo` replaced runs/demo silently; now a previous run is kept and the new one goes beside it, with a
+    note saying where (or replaces it with --overwrite)."""
+    from modeling_simplified.training.demo import output_dir_for
+
+    demo = tmp_path / "demo"
+    assert output_dir_for(demo) == (demo, None)
+    demo.mkdir()
+    assert output_dir_for(demo) == (demo, None)  # empty
+    (demo / "metrics.json").write_text("{}")
+    path, note = output_dir_for(demo)
+    assert path == tmp_path / "demo-2"
+    assert f"{demo} holds a previous run (kept): this run goes to {path}" in note and "--overwrite" in note
+    path.mkdir()
+    (path / "metrics.json").write_text("{}")
+    assert output_dir_for(demo)[0] == tmp_path / "demo-3"
+    assert output_dir_for(demo, overwrite=True) == (demo, None)

@@ -414,7 +414,8 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         metrics["raptr"] = {**metrics["raptr"], "lr_schedule": lr_schedule, "lr_decay_start": lr_decay_start}
     wall_before = totals["wall_time_s"] - totals["segments"][-1]["wall_time_s"]  # the earlier processes'
     if not trainer.is_world_process_zero():
-        metrics["wall_time_s"] = wall_before + time.time() - started
+        metrics["segments"][-1]["wall_time_s"] = time.time() - started
+        metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
         return metrics  # the world process zero writes the plot, the export and metrics.json
 
     curve = plot_loss_curve(
@@ -442,8 +443,8 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         metrics["export"] = str(
             _export(trainer.model, data.tokenizer, out / "export", {k: v for k, v in run_info.items() if v is not None})
         )
-    metrics["wall_time_s"] = wall_before + time.time() - started
-    metrics["segments"][-1]["wall_time_s"] = time.time() - started
+    metrics["segments"][-1]["wall_time_s"] = time.time() - started  # this process's, to the end
+    metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return metrics
 

@@ -17,8 +17,9 @@ $(VENV)/.installed: pyproject.toml
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
+# A previous run in runs/demo is kept (this one goes to runs/demo-2, ...); DEMO_ARGS=--overwrite replaces it.
 demo: setup
-	$(BIN)/python -m modeling_simplified.training.demo
+	$(BIN)/python -m modeling_simplified.training.demo $(DEMO_ARGS)
 
 # Lint and format check (configuration: [tool.ruff] in pyproject.toml). `ruff format .` and `ruff check --fix .` fix.
 lint: setup

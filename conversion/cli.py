@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import ConversionError, save_atomically
+from .common import ConversionError, check_out, save_atomically
 
 
 def _gpt2_to_simplified(src, args):
@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         check_source(args.command, args.src)
+        check_out(args.out)  # before the source model is loaded (which can take minutes)
         model = COMMANDS[args.command][0](args.src, args)
         out = save_atomically(model, args.out, copy_from=args.src)
     except Exception as error:  # ConversionError, the config's ValueError, OSError, torch/safetensors load errors

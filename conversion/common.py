@@ -67,9 +67,14 @@ def refuse_incompatible(target: str, checks: dict[str, tuple[object, object]]):
     """Raise naming every field whose value (first) is not the required one (second: a value or a tuple of them)."""
     bad = []
     for field, (value, allowed) in checks.items():
-        ok = value in allowed if isinstance(allowed, tuple) else value == allowed
+        if isinstance(allowed, tuple):
+            allowed = tuple(dict.fromkeys(allowed))  # each allowed value once (several sources may map to one)
+            ok = value in allowed
+        else:
+            ok = value == allowed
         if not ok:
-            bad.append(f"{field}={value!r} (needs {allowed!r})")
+            needed = allowed[0] if isinstance(allowed, tuple) and len(allowed) == 1 else allowed
+            bad.append(f"{field}={value!r} (needs {needed!r})")
     if bad:
         raise ConversionError(f"cannot convert to {target}: incompatible fields: {'; '.join(bad)}.")
 
@@ -125,12 +130,18 @@ def _umask() -> int:
     return mask
 
 
-def save_atomically(model, out: str | os.PathLike, copy_from: str | os.PathLike | None = None):
-    """`save_pretrained` into a temporary folder beside OUT (with the tokenizer files of `copy_from`, when present),
-    then move it into place with the permissions `save_pretrained` gives a folder: nothing at OUT on failure."""
+def check_out(out: str | os.PathLike) -> Path:
+    """OUT as a Path, once it is a new path or an empty folder (a ConversionError naming it otherwise)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConversionError(f"OUT={str(out)!r} exists and is not an empty folder; choose a new path.")
+    return out
+
+
+def save_atomically(model, out: str | os.PathLike, copy_from: str | os.PathLike | None = None):
+    """`save_pretrained` into a temporary folder beside OUT (with the tokenizer files of `copy_from`, when present),
+    then move it into place with the permissions `save_pretrained` gives a folder: nothing at OUT on failure."""
+    out = check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

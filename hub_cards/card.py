@@ -47,6 +47,7 @@ RUN_INFO_KEYS: dict[str, str] = {
     "eval_loss": "number",
     "perplexity": "number",
     "wall_time_s": "number",
+    "wall_time_split": "str",
     "loss_curve": "path",
     "license": "str",
     "base_model": "str",
@@ -434,6 +435,7 @@ def render_card(
         ("train_loss", "final training loss"),
         ("eval_loss", "final evaluation loss"),
         ("wall_time_s", "wall time (s)"),
+        ("wall_time_split", "wall time by process"),
     ):
         if key in run_info:
             training_rows.append((label, _fmt(run_info[key])))

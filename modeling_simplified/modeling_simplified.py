@@ -1599,6 +1599,7 @@ class _HeadOnLastHiddenState(SimplifiedPreTrainedModel):
         fused = skip_logits and labels is not None and self._fused_loss is not None
         head = self.get_output_embeddings() if fused else None
         input_ids, inputs_embeds, tied = self._embed_for_fused_loss(fused, input_ids, inputs_embeds, head)
+        kwargs.pop("use_cache", None)  # generic callers pass it (as to BertForMaskedLM); these heads never cache
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,

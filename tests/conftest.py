@@ -3,6 +3,7 @@
 import contextlib
 import logging
 import os
+import shutil
 import tempfile
 import warnings
 
@@ -14,6 +15,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import pytest  # noqa: E402
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove this session's HF_HOME (the remote-code module cache: tens of MB per run)."""
+    shutil.rmtree(_HF_HOME, ignore_errors=True)
+
+
 import torch  # noqa: E402
 from hub_server import HubServer  # noqa: E402
 

@@ -98,3 +98,39 @@ def test_converted_folder_has_save_pretrained_permissions_and_the_tokenizer(tmp_
     assert result[0]["generated_text"] == bpe_tokenizer.decode(expected[0])
     assert main(["simplified-to-gpt2", str(tmp_path / "ours"), str(tmp_path / "back")]) == 0
     assert AutoTokenizer.from_pretrained(tmp_path / "back")(text)["input_ids"] == tokenizer(text)["input_ids"]
+
+
+def test_a_non_empty_out_is_refused_before_the_source_is_loaded(tmp_path, capsys, monkeypatch):
+    src, out = tmp_path / "gpt2", tmp_path / "out"
+    _gpt2(src)
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the source model was loaded")
+
+    monkeypatch.setattr(GPT2LMHeadModel, "from_pretrained", no_loading)
+    line = _one_error_line(capsys, ["gpt2-to-simplified", str(src), str(out)])
+    assert f"OUT={str(out)!r} exists and is not an empty folder" in line
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+
+
+def test_a_refusal_lists_each_allowed_value_once(tmp_path, capsys):
+    """GPT-2's `gelu_new` and `gelu_pytorch_tanh` both convert to our `gelu_new`: the refusal once listed
+    ('gelu_new', 'gelu_new', 'gelu', 'relu')."""
+    from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM
+
+    SimplifiedForCausalLM(
+        SimplifiedConfig(
+            block_type="pre_ln",
+            vocab_size=61,
+            hidden_size=D,
+            num_hidden_layers=1,
+            num_attention_heads=H,
+            intermediate_size=4 * D,
+            max_position_embeddings=64,
+            hidden_act="leaky_relu",
+        )
+    ).save_pretrained(tmp_path / "ours")
+    line = _one_error_line(capsys, ["simplified-to-gpt2", str(tmp_path / "ours"), str(tmp_path / "out")])
+    assert "hidden_act='leaky_relu' (needs ('gelu_new', 'gelu', 'relu'))" in line, line

@@ -234,13 +234,28 @@ def _kill_and_resume_matches_straight_run(tmp_path: Path, base: list[str], steps
     interrupted_at = latest_checkpoint(killed)
     assert interrupted_at is not None and not (killed / "metrics.json").exists()
 
-    resumed = _cli(*common, "--output-dir", str(killed), "--resume")
+    # without --preset: the run's saved preset (the same --set and --max-steps are checked against it)
+    resumed = _cli(*common[2:], "--output-dir", str(killed), "--resume")
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err.decode()[-2000:]
+    # a tied head's checkpoint holds no lm_head.weight: a correct load, no warning
+    assert "missing keys" not in err.decode(), err.decode()[-2000:]
     a, b = (json.loads((run / "metrics.json").read_text()) for run in (straight, killed))
-    assert b["resumed_from"] is not None and int(interrupted_at.name.split("-")[1]) < steps
+    at = int(interrupted_at.name.split("-")[1])
+    assert b["resumed_from"] is not None and at < steps
     assert a["steps"] == b["steps"] == steps
     assert a["train_loss"] == b["train_loss"] and a["eval_loss"] == b["eval_loss"]
+    # the run-level figures cover the whole run, not the resumed tail
+    assert a["preset"] == b["preset"] == base[1]
+    assert b["train_loss_mean"] == pytest.approx(a["train_loss_mean"], rel=1e-6, abs=0)
+    assert a["tokens_seen"] == b["tokens_seen"]
+    assert [(s["from_step"], s["to_step"]) for s in a["segments"]] == [(0, steps)]
+    assert [(s["from_step"], s["to_step"]) for s in b["segments"]] == [(0, at), (at, steps)]
+    for m in (a, b):
+        assert m["train_time_s"] == pytest.approx(sum(s["train_time_s"] for s in m["segments"]))
+        assert m["wall_time_s"] == pytest.approx(sum(s["wall_time_s"] for s in m["segments"]))
+        assert m["tokens_per_second"] == pytest.approx(m["tokens_seen"] / m["train_time_s"])
+        assert all(0 < s["train_time_s"] < s["wall_time_s"] for s in m["segments"])
     wa = load_file(latest_checkpoint(straight) / "model.safetensors")
     wb = load_file(latest_checkpoint(killed) / "model.safetensors")
     assert wa.keys() == wb.keys()
@@ -508,3 +523,20 @@ def test_demo_trains_exports_reloads_with_remote_code_and_generates(tmp_path, ca
     assert completion.startswith(demo.PROMPT) and len(completion) > len(demo.PROMPT)
     # the class was loaded from the export's own code, not from this package
     assert "transformers_modules" in out
+
+
+def test_a_missing_local_dataset_folder_is_named_not_the_network(tmp_path, capsys, monkeypatch):
+    """`--dataset /nonexistent` said "the dataset host is unreachable" on a machine without network."""
+    import datasets
+
+    from modeling_simplified.training import data
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(data, "_host_reachable", lambda timeout=3.0: False)  # no network either
+    missing = tmp_path / "nonexistent"
+    run = tmp_path / "run"
+    assert main(["--preset", "codeparrot-tiny-sas_p", "--dataset", str(missing), "--output-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"no such folder: {missing}" in err and "Check the path" in err, err
+    assert "unreachable" not in err and "connection" not in err
+    assert not run.exists()

@@ -162,7 +162,9 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if args.preset is None:
         if not saved.is_file():
             raise UsageError(f"--resume: {output_dir} holds no run (no preset.json); pass --preset.")
-        preset = parse_preset(json.loads(saved.read_text()), name=output_dir.name, check=False)
+        raw = json.loads(saved.read_text())
+        name = raw.pop("name", None) if isinstance(raw, dict) else None  # older runs saved no name
+        preset = parse_preset(raw, name=name if isinstance(name, str) else output_dir.name, check=False)
     else:
         preset = load_preset(args.preset, check=False)
     if args.block_type:
@@ -332,7 +334,8 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
                 shutil.rmtree(stale, ignore_errors=True)
             for stale in ("metrics.json", "loss_curve.png"):
                 (out / stale).unlink(missing_ok=True)
-        (out / "preset.json").write_text(json.dumps(preset.to_dict(), indent=2) + "\n")
+        # the name too, so that `--resume` without `--preset` reports the run under it (not the folder's name)
+        (out / "preset.json").write_text(json.dumps({"name": preset.name, **preset.to_dict()}, indent=2) + "\n")
     _wait_for_everyone(args)
 
     if preset.task == "sequence-classification":
@@ -363,14 +366,15 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         lr_decay_start=lr_decay_start,
         callbacks=[cb for cb in (diag, raptr_cb) if cb] or None,
         compute_metrics=_compute_metrics if preset.task == "sequence-classification" else None,
+        process_started=started,
     )
-    train_start = time.time()
-    tokens_before = 0
+    first_step = 0
     if plan.resume_from is not None:
-        state = json.loads((plan.resume_from / "trainer_state.json").read_text())
-        tokens_before = state.get("num_input_tokens_seen", 0)
+        first_step = json.loads((plan.resume_from / "trainer_state.json").read_text()).get("global_step", 0)
     result = trainer.train(resume_from_checkpoint=str(plan.resume_from) if plan.resume_from else None)
-    train_time = time.time() - train_start
+    # the whole run's figures, a resumed run's earlier processes included (up to the checkpoint it resumed from)
+    totals = trainer.run_totals(result.training_loss * (trainer.state.global_step - first_step))
+    train_time = totals["train_time_s"]
     history = trainer.state.log_history
     final_eval = (
         next((e for e in reversed(history) if "eval_loss" in e and e.get("step") == trainer.state.global_step), None)
@@ -387,13 +391,15 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "steps": trainer.state.global_step,
         "tokens_seen": tokens,
-        "tokens_per_second": (tokens - tokens_before) / max(train_time, 1e-9),
+        "tokens_per_second": tokens / max(train_time, 1e-9),
         "train_loss": train_losses[-1] if train_losses else None,
-        "train_loss_mean": result.training_loss,
+        "train_loss_mean": totals["loss_sum"] / max(trainer.state.global_step, 1),
         "eval_loss": final_eval["eval_loss"],
         "learning_rate": preset.training.learning_rate,
         "train_time_s": train_time,
         "resumed_from": str(plan.resume_from) if plan.resume_from else None,
+        # one entry per process: the steps it ran (up to its last checkpoint, for an interrupted one) and its time
+        "segments": totals["segments"],
     }
     if preset.task == "sequence-classification":
         labels = list(data.eval["label"])
@@ -406,8 +412,10 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
     if raptr_cb is not None:  # the Trainer may have replaced it by one restored from the checkpoint
         metrics["raptr"] = next(cb for cb in trainer.callback_handler.callbacks if type(cb) is type(raptr_cb)).report
         metrics["raptr"] = {**metrics["raptr"], "lr_schedule": lr_schedule, "lr_decay_start": lr_decay_start}
+    wall_before = totals["wall_time_s"] - totals["segments"][-1]["wall_time_s"]  # the earlier processes'
     if not trainer.is_world_process_zero():
-        metrics["wall_time_s"] = time.time() - started
+        metrics["segments"][-1]["wall_time_s"] = time.time() - started
+        metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
         return metrics  # the world process zero writes the plot, the export and metrics.json
 
     curve = plot_loss_curve(
@@ -428,14 +436,26 @@ def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: di
         hub_id = preset.data.dataset
         if not data.source.startswith(EMBEDDED) and "/" in hub_id and not Path(hub_id).exists():
             run_info["datasets"] = [hub_id]  # Hub ids only: card metadata
-        metrics["wall_time_s"] = time.time() - started
+        metrics["wall_time_s"] = wall_before + time.time() - started
         run_info["wall_time_s"] = metrics["wall_time_s"]
+        if len(totals["segments"]) > 1:
+            run_info["wall_time_split"] = _time_split(totals["segments"], metrics["wall_time_s"] - wall_before)
         metrics["export"] = str(
             _export(trainer.model, data.tokenizer, out / "export", {k: v for k, v in run_info.items() if v is not None})
         )
-    metrics["wall_time_s"] = time.time() - started
+    metrics["segments"][-1]["wall_time_s"] = time.time() - started  # this process's, to the end
+    metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return metrics
+
+
+def _time_split(segments: list[dict[str, Any]], last_wall_s: float) -> str:
+    """The wall time of each process of a resumed run, for the model card."""
+    parts = [
+        f"steps {seg['from_step']}-{seg['to_step']}: {last_wall_s if i == len(segments) - 1 else seg['wall_time_s']:.0f} s"
+        for i, seg in enumerate(segments)
+    ]
+    return f"{len(segments)} processes (resumed): " + "; ".join(parts)
 
 
 def _raptr_options(args: argparse.Namespace) -> dict | None:

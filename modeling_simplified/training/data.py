@@ -84,6 +84,19 @@ def _host_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+class _NoSuchFolder(FileNotFoundError):
+    """`--dataset` names a local path (not a Hub id) that does not exist."""
+
+
+def _looks_like_a_path(dataset_id: str) -> bool:
+    """An absolute, home-relative or dot-relative path, or a Windows drive: never a Hub id (`org/name`)."""
+    return (
+        dataset_id.startswith(("/", "~", "./", "../", ".\\", "..\\"))
+        or dataset_id in (".", "..")
+        or (len(dataset_id) > 2 and dataset_id[1] == ":" and dataset_id[2] in "/\\")
+    )
+
+
 def load_remote(dataset_id: str, config: str | None, split: str, streaming: bool):
     """`datasets.load_dataset` (or `load_from_disk` for a saved folder) with any failure as `UsageError`."""
     local = Path(dataset_id)
@@ -91,14 +104,17 @@ def load_remote(dataset_id: str, config: str | None, split: str, streaming: bool
         if local.is_dir() and any((local / f).is_file() for f in ("dataset_dict.json", "dataset_info.json")):
             loaded = datasets.load_from_disk(str(local))
             return loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded
+        if not local.exists() and _looks_like_a_path(dataset_id):
+            raise _NoSuchFolder(f"no such folder: {local.expanduser().resolve()}")
         if not local.exists() and not _offline() and not _host_reachable():
             raise ConnectionError("the dataset host is unreachable")
         return datasets.load_dataset(dataset_id, config, split=split, streaming=streaming)
     except Exception as err:  # noqa: BLE001 - every loading failure becomes one clear message
         where = f"{dataset_id!r}" + (f" (config {config!r})" if config else "") + f", split {split!r}"
         reason = " ".join(str(err).split())[:300] or type(err).__name__
+        check = "the path" if isinstance(err, _NoSuchFolder) else "the id and your connection"
         raise UsageError(
-            f"cannot load dataset {where}: {reason}. Check the id and your connection, or use "
+            f"cannot load dataset {where}: {reason}. Check {check}, or use "
             f"--dataset {EMBEDDED} for the offline corpus that ships with Python."
         ) from None
 

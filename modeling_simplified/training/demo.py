@@ -34,9 +34,31 @@ print(prompt + completion)
 """
 
 
+def output_dir_for(path: str | Path, overwrite: bool = False) -> tuple[Path, str | None]:
+    """The folder this demo writes: `path` when it is new or empty (or with `overwrite`), else the first free
+    `path-2`, `path-3`, ... A previous run is never replaced silently: the note (None if none) says where it went."""
+    path = Path(path)
+    if overwrite or not path.exists() or (path.is_dir() and not any(path.iterdir())):
+        return path, None
+    n = 2
+    while (candidate := path.with_name(f"{path.name}-{n}")).exists() and (
+        not candidate.is_dir() or any(candidate.iterdir())
+    ):
+        n += 1
+    return candidate, (
+        f"{path} holds a previous run (kept): this run goes to {candidate}. "
+        f"Pass --overwrite to replace {path} (make demo DEMO_ARGS=--overwrite)."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m modeling_simplified.training.demo", description=__doc__)
-    parser.add_argument("--output-dir", default="runs/demo", help="run directory (replaced on each run)")
+    parser.add_argument(
+        "--output-dir",
+        default="runs/demo",
+        help="run directory; if it holds a previous run, the first free <dir>-2, <dir>-3, ... (unless --overwrite)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace a previous run in --output-dir")
     parser.add_argument("--max-steps", type=int, help="shorter or longer than the preset's 300 steps")
     parser.add_argument("--prompt", default=PROMPT, help="the code to complete")
     parser.add_argument("--new-tokens", type=int, default=40)
@@ -45,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from modeling_simplified.training.cli import main as train
 
-    train_args = ["--preset", PRESET, "--output-dir", args.output_dir, "--overwrite"]
+    output_dir, note = output_dir_for(args.output_dir, args.overwrite)
+    if note:
+        print(f"== {note}", flush=True)
+    train_args = ["--preset", PRESET, "--output-dir", str(output_dir)] + (["--overwrite"] if args.overwrite else [])
     if args.max_steps:
         train_args += ["--max-steps", str(args.max_steps)]
     for assignment in args.overrides:
@@ -54,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     if status:
         return status
 
-    run = Path(args.output_dir)
+    run = output_dir
     metrics = json.loads((run / "metrics.json").read_text())
     print(
         f"\n== trained {metrics['preset']} ({metrics['parameters'] / 1e6:.2f}M parameters) for {metrics['steps']} "

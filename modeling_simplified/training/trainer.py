@@ -4,10 +4,12 @@ weight-decay groups, and crammed BERT's batch ramp."""
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import torch
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_callback import ExportableState
 
 from modeling_simplified.optimization import parameter_groups
 
@@ -130,16 +132,102 @@ class BatchRampAdamW(torch.optim.AdamW):
         return updates
 
 
+class RunTotals(TrainerCallback, ExportableState):
+    """The run-level figures of a run that may be resumed: the sum of the per-step training losses, the training and
+    wall time, and the segments (one per process) they split into. Its state goes into each checkpoint's
+    `trainer_state.json` (`stateful_callbacks`) and is read back when training resumes from it, so a resumed run
+    reports the whole run. Time a process spent after its last checkpoint (redone after the resume) is not counted."""
+
+    ATTRIBUTES = ("loss_sum", "train_time_s", "wall_time_s", "segments")
+
+    def __init__(self, process_started: float | None = None):
+        self.loss_sum = 0.0  # the per-step training losses summed over the steps up to the last checkpoint
+        self.train_time_s = 0.0  # from the start of training to the last checkpoint, over the earlier processes
+        self.wall_time_s = 0.0  # the same, from each process's start
+        self.segments: list[dict[str, Any]] = []  # the earlier processes, up to their last checkpoints
+        self.process_started = process_started  # this process's start (default: training's start)
+        self._began, self._first_step = None, 0
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {name: getattr(self, name) for name in self.ATTRIBUTES}}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        name = type(self).__name__
+        saved = state.stateful_callbacks.get(name)
+        if state.global_step > 0 and isinstance(saved, dict):  # resumed: the totals up to the checkpoint
+            for key, value in saved.get("attributes", {}).items():
+                if key in self.ATTRIBUTES:
+                    setattr(self, key, value)
+        if not isinstance(saved, dict):
+            state.stateful_callbacks[name] = self.state()  # the Trainer updates an existing entry at each save
+        self._began = time.time()
+        self.process_started = self.process_started or self._began
+        self._first_step = state.global_step
+        self._before = (self.loss_sum, self.train_time_s, self.wall_time_s, list(self.segments))
+
+    def totals(self, segment_loss_sum: float, global_step: int) -> dict[str, Any]:
+        """The run's figures now, given this process's loss sum so far and the step it reached."""
+        loss_sum, train_time, wall_time, segments = self._before
+        now = time.time()
+        this = {
+            "from_step": self._first_step,
+            "to_step": global_step,
+            "train_time_s": now - self._began,
+            "wall_time_s": now - self.process_started,
+        }
+        return {
+            "loss_sum": loss_sum + segment_loss_sum,
+            "train_time_s": train_time + this["train_time_s"],
+            "wall_time_s": wall_time + this["wall_time_s"],
+            "segments": [*segments, this],
+        }
+
+
 class SimplifiedTrainer(Trainer):
     """`Trainer` with the model core's AdamW parameter groups (no decay on gains, norms, biases), crammed BERT's
     batch ramp when the recipe asks for it, RaPTr's stagewise lr schedule when given `lr_decay_start`, and the
     diagnostics callback's values merged into the train logs."""
 
-    def __init__(self, *args, recipe: TrainingRecipe, diagnostics=None, lr_decay_start: int | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        recipe: TrainingRecipe,
+        diagnostics=None,
+        lr_decay_start: int | None = None,
+        process_started: float | None = None,
+        **kwargs,
+    ):
         self.recipe = recipe
         self.diagnostics = diagnostics
         self.lr_decay_start = lr_decay_start  # RaPTr's stagewise schedule: constant until here, then linear to 0
         super().__init__(*args, **kwargs)
+        self.add_callback(RunTotals(process_started))
+
+    def run_totals(self, segment_loss_sum: float | None = None) -> dict[str, Any]:
+        """The whole run's loss sum, train and wall time and segments (`RunTotals.totals`), now. After `train()`,
+        pass this process's loss sum (its `training_loss` times the steps it ran)."""
+        totals = next(cb for cb in self.callback_handler.callbacks if isinstance(cb, RunTotals))
+        if segment_loss_sum is None:  # during training: what is logged so far plus what is not yet
+            segment_loss_sum = self._total_loss_scalar + float(self._tr_loss.item())
+        return totals.totals(segment_loss_sum, self.state.global_step)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        totals = next(cb for cb in self.callback_handler.callbacks if isinstance(cb, RunTotals))
+        for name, value in self.run_totals().items():
+            setattr(totals, name, value)  # saved with the trainer state, read back on resume
+        super()._save_checkpoint(model, trial)
+
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """A checkpoint of a tied model holds no copy of the tied weights (`lm_head.weight`): not worth a warning."""
+        tied = set(getattr(self.model, "all_tied_weights_keys", None) or {})
+        if tied and set(load_result.missing_keys) & tied:
+            missing = [key for key in load_result.missing_keys if key not in tied]
+            load_result = (
+                load_result._replace(missing_keys=missing) if hasattr(load_result, "_replace") else load_result
+            )
+            if not missing:
+                self.model.tie_weights()
+        super()._issue_warnings_after_load(load_result)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         if self.lr_scheduler is None and self.lr_decay_start is not None:

@@ -1,0 +1,141 @@
+"""What a new user meets first: the tokenizer of an export or a conversion loads in a fresh process without a
+prompt, every snippet of the docs that loads one passes the flag it needs, `make test` leaves no temporary
+HF_HOME behind, `exports/` (the docs' path) is ignored by git, and `make demo` never overwrites a previous run."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import tiny_config
+
+from modeling_simplified import SimplifiedForCausalLM
+
+REPO = Path(__file__).resolve().parents[1]
+
+LOAD = r"""
+import sys, time
+from transformers import AutoTokenizer
+for folder in sys.argv[1:]:
+    began = time.time()
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    print(type(tokenizer).__name__, len(tokenizer), round(time.time() - began, 2))
+"""
+
+
+def test_tokenizer_of_an_export_and_a_conversion_loads_without_a_prompt(tmp_path, bpe_tokenizer):
+    """As docs/inference.md and docs/conversion.md show it, in a fresh interpreter that never imports this package,
+    with stdin closed and a timeout: no "Do you wish to run the custom code?" prompt (15 s at a terminal), no
+    warning, the tokenizer's own vocabulary."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from modeling_simplified.conversion.cli import main as convert
+    from modeling_simplified.hub_cards.export import export_model
+
+    config = tiny_config("sas_p", vocab_size=len(bpe_tokenizer))
+    export = export_model(SimplifiedForCausalLM(config), tmp_path / "export", tokenizer=bpe_tokenizer)
+    assert json.loads((export / "tokenizer_config.json").read_text())["tokenizer_class"] == "TokenizersBackend"
+    gpt2 = GPT2Config(
+        n_layer=1, n_embd=32, n_head=4, vocab_size=len(bpe_tokenizer), n_positions=64, bos_token_id=0, eos_token_id=0
+    )
+    GPT2LMHeadModel(gpt2).save_pretrained(tmp_path / "gpt2")
+    bpe_tokenizer.save_pretrained(tmp_path / "gpt2")
+    assert convert(["gpt2-to-simplified", str(tmp_path / "gpt2"), str(tmp_path / "converted")]) == 0
+    assert "auto_map" in json.loads((tmp_path / "converted" / "config.json").read_text())
+
+    proc = subprocess.run(
+        [sys.executable, "-c", LOAD, str(export), str(tmp_path / "converted")],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "always"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Do you wish" not in proc.stdout + proc.stderr
+    assert proc.stderr.strip() == ""  # no warning of transformers' or Python's
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert [row[:2] for row in rows] == [["TokenizersBackend", str(len(bpe_tokenizer))]] * 2
+    assert all(float(row[2]) < 10 for row in rows)  # the prompt's wait is 15 s
+
+
+def _doc_texts() -> dict[str, str]:
+    from modeling_simplified.hub_cards.card import usage_snippet
+
+    texts = {
+        str(p.relative_to(REPO)): p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    }
+    texts["card snippet"] = usage_snippet("SimplifiedForCausalLM", "your-name/x", has_tokenizer=True)
+    return texts
+
+
+def test_every_tokenizer_load_the_docs_show_passes_trust_remote_code():
+    """A folder of this family has `auto_map` in config.json, which `AutoTokenizer` reads first: without
+    `trust_remote_code=True` it prompts (docs/inference.md)."""
+    calls = [
+        (where, line.strip())
+        for where, text in _doc_texts().items()
+        for line in text.splitlines()
+        if re.search(r"AutoTokenizer\.from_pretrained\(", line)
+    ]
+    assert calls
+    bare = [(where, line) for where, line in calls if "trust_remote_code" not in line and "**kw" not in line]
+    assert bare == []
+
+
+def test_the_test_session_removes_its_hf_home(tmp_path):
+    """conftest's temporary HF_HOME (the remote-code module cache, ~29 MB a run) is removed when the session ends."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_first_use.py",
+            "-k",
+            "ignored_by_git",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert sorted(p.name for p in scratch.iterdir() if p.name.startswith("simplified-hf-home-")) == []
+
+
+def test_exports_folder_the_docs_use_is_ignored_by_git():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    proc = subprocess.run(
+        ["git", "check-ignore", "-q", "exports/sas_p-tiny/model.safetensors"], cwd=REPO, capture_output=True
+    )
+    assert proc.returncode == 0, "exports/ is not ignored by git"
+
+
+def test_the_demo_keeps_a_previous_run(tmp_path):
+    """`make demo` replaced runs/demo silently; now a previous run is kept and the new one goes beside it, with a
+    note saying where (or replaces it with --overwrite)."""
+    from modeling_simplified.training.demo import output_dir_for
+
+    demo = tmp_path / "demo"
+    assert output_dir_for(demo) == (demo, None)
+    demo.mkdir()
+    assert output_dir_for(demo) == (demo, None)  # empty
+    (demo / "metrics.json").write_text("{}")
+    path, note = output_dir_for(demo)
+    assert path == tmp_path / "demo-2"
+    assert f"{demo} holds a previous run (kept): this run goes to {path}" in note and "--overwrite" in note
+    path.mkdir()
+    (path / "metrics.json").write_text("{}")
+    assert output_dir_for(demo)[0] == tmp_path / "demo-3"
+    assert output_dir_for(demo, overwrite=True) == (demo, None)

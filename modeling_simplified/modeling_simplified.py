@@ -518,16 +518,16 @@ class HeadScale(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 # Shaped attention
 # ----------------------------------------------------------------------------------------------------------------
-#: Attention implementations that apply the mask `SimplifiedModel` builds from the caller's inputs. With them and no
-#: cache, the centring term may be a `RunningMean`; any other (a serving engine's, continuous batching's paged
+#: Attention implementations that apply the mask `SimplifiedModel` builds from the caller's inputs. With them, in a
+#: call that holds every key, the centring term may be a `RunningMean`; any other (a serving engine's, continuous batching's paged
 #: kernels, a Hub kernel) computes C·X with its own attention call, which sees its own cache and mask.
 OWN_KERNELS = frozenset({"sdpa", "flex_attention", "flash_attention_2", "flash_attention_3"})
 
 
 @dataclass(frozen=True)
 class RunningMean:
-    """`C·X` of eq. 5 without an attention call, for a forward that holds every key itself (no cache, one sequence per
-    row): query i averages the real keys up to itself (causal) or all real keys (bidirectional). `key_mask`: the
+    """`C·X` of eq. 5 without an attention call, for a forward that holds every key itself (nothing cached before it,
+    one sequence per row): query i averages the real keys up to itself (causal) or all real keys (bidirectional). `key_mask`: the
     caller's `(B, T)` padding mask (1 = real token), None when every token is real. O(T) time and memory: at the
     paper's shape about 4× faster than the zero-query attention call it equals (docs/speed.md)."""
 
@@ -757,7 +757,8 @@ class SimplifiedAttention(nn.Module):
         running_mean: RunningMean | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`running_mean`: given by the model when this call holds every key (no cache, one sequence per row)."""
+        """`running_mean`: given by the model when this call holds every key (none cached before it, one sequence per
+        row)."""
         cache: Cache | None = kwargs.pop(CACHE_FIELD, None)  # the name gradient checkpointing clears
         input_shape = hidden_states.shape[:-1]
         heads = lambda t: t.view(*input_shape, -1, self.head_dim).transpose(1, 2)  # noqa: E731
@@ -776,7 +777,7 @@ class SimplifiedAttention(nn.Module):
         per_head = lambda t: t.reshape(*input_shape, -1, self.head_dim)  # noqa: E731  (from [T, H·D] too; local heads)
         attn_output, attn_weights = attend(query, self.attention_dropout if self.training else 0.0)
         centre = centre_weights = None
-        own_keys = running_mean is not None and cache is None and self.config._attn_implementation in OWN_KERNELS
+        own_keys = running_mean is not None and self.config._attn_implementation in OWN_KERNELS
         if self.mixing.centred and own_keys:
             centre = running_mean(repeat_kv(current_value, self.num_key_value_groups), self.is_causal)
         elif self.mixing.centred:  # softmax over all-zero logits is uniform over the keys the mask and cache allow
@@ -1251,10 +1252,13 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         if sequence_ids is not None:
             mask_kwargs["and_mask_function"] = packed_sequence_mask_function(sequence_ids)
         mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)
-        # shaped attention's C·X as a running mean needs this call to hold every key: no cache, one sequence a row
+        # shaped attention's C·X as a running mean needs this call to hold every key: nothing cached before it (a
+        # static cache's length is a tensor: not read here), one sequence a row
         running_mean = None
         if (
-            cache is None
+            (cache is None or isinstance(cache, Cache))
+            and isinstance(past_length, int)
+            and past_length == 0
             and sequence_ids is None
             and kwargs.get("cu_seq_lens_q") is None
             and (attention_mask is None or (isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2))

@@ -519,17 +519,17 @@ class HeadScale(nn.Module):
 # Shaped attention
 # ----------------------------------------------------------------------------------------------------------------
 #: Attention implementations that apply the mask `SimplifiedModel` builds from the caller's inputs. With them, in a
-#: call that holds every key, the centring term may be a `RunningMean`; any other (a serving engine's, continuous batching's paged
-#: kernels, a Hub kernel) computes C·X with its own attention call, which sees its own cache and mask.
+#: call that holds every key, the centring term may be a `RunningMean`; any other (a serving engine's, continuous
+#: batching's paged kernels, a Hub kernel) computes C·X with its own attention call, which sees its own cache and mask.
 OWN_KERNELS = frozenset({"sdpa", "flex_attention", "flash_attention_2", "flash_attention_3"})
 
 
 @dataclass(frozen=True)
 class RunningMean:
     """`C·X` of eq. 5 without an attention call, for a forward that holds every key itself (nothing cached before it,
-    one sequence per row): query i averages the real keys up to itself (causal) or all real keys (bidirectional). `key_mask`: the
-    caller's `(B, T)` padding mask (1 = real token), None when every token is real. O(T) time and memory: at the
-    paper's shape about 4× faster than the zero-query attention call it equals (docs/speed.md)."""
+    one sequence per row): query i averages the real keys up to itself (causal) or all real keys (bidirectional).
+    `key_mask`: the caller's `(B, T)` padding mask (1 = real token), None when every token is real. O(T) time and
+    memory: at the paper's shape about 4× faster than the zero-query attention call it equals (docs/speed.md)."""
 
     key_mask: torch.Tensor | None
 
@@ -542,7 +542,8 @@ class RunningMean:
         if self.key_mask is None:
             counts = torch.ones(length, device=values.device, dtype=compute).expand(batch, -1)
         else:
-            counts = self.key_mask.to(device=values.device, dtype=compute)
+            # (a static cache's 2-D mask runs to the cache's length; this call's tokens are its first columns)
+            counts = self.key_mask[:, :length].to(device=values.device, dtype=compute)
             tokens = torch.where(counts[:, :, None] > 0, tokens, 0.0)
         if causal:
             sums, counts = running_sum(tokens), counts.cumsum(-1)
@@ -659,8 +660,9 @@ class ShapedMixing(nn.Module):
         """`attn_output` and `centre` (C·X) `(B, T, H, D)`; `values`, every key's `(B, H_kv, Tk, D)` (cache included),
         and `current_values`, this step's, are repeated per query head (grouped-query). Eager attention's weights `A`
         and `centre_weights` `C` `(B, H, Tq, Tk)` give the effective matrix `α·I + β·A − γ·C` (the identity at key
-        `query_start + i`): returned, and the output computed from it, so that it is in the autograd graph."""
-        if attn_weights is not None:
+        `query_start + i`): returned, and the output computed from it, so that it is in the autograd graph. Where the
+        queries' keys are unknown (`query_start` None: an engine's cache), the output is the combination, no matrix."""
+        if attn_weights is not None and query_start is not None:
             weights = self.effective_weights(attn_weights, centre_weights, query_start)
             values = repeat_kv(values, self.num_key_value_groups)
             return (weights @ values.to(weights.dtype)).transpose(1, 2).to(values.dtype), weights
@@ -709,11 +711,13 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     return torch.matmul(attn_weights, value).transpose(1, 2).contiguous(), attn_weights
 
 
-def _cache_length(cache: Cache | None, layer_idx: int) -> int | torch.Tensor:
-    """Tokens already cached, read before `update` (a static cache advances its length tensor in place); 0 for a cache
-    that is not transformers' `Cache` (continuous batching's paged cache, which holds many sequences)."""
-    if not isinstance(cache, Cache):
+def _cache_length(cache: Cache | None, layer_idx: int) -> int | torch.Tensor | None:
+    """Tokens already cached, read before `update` (a static cache advances its length tensor in place); None for a
+    cache that is not transformers' `Cache` (continuous batching's paged cache, which holds many sequences)."""
+    if cache is None:
         return 0
+    if not isinstance(cache, Cache):
+        return None
     length = cache.get_seq_length(layer_idx)
     return length.clone() if isinstance(length, torch.Tensor) else length
 

@@ -148,3 +148,22 @@ def test_parallel_gemm_compares_equal_products_and_prints_each_ratio(capsys):
         "| weight gradient",
         "| all three",
     ]
+
+
+def test_before_after_times_each_checkout_in_its_own_process(tmp_path, capsys):
+    """`benchmarks.before_after` runs a case in two checkouts (here the same one twice), alternating, and writes the
+    per-round ratios; each worker imports the checkout it runs in."""
+    from pathlib import Path
+
+    from benchmarks import before_after
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "ba.json"
+    assert before_after.main([str(root), str(root), "--quick", "--only", "train pre_ln 2x", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())
+    (case,) = results["cases"].values()
+    assert len(case["times_s"]["before"]) == len(case["times_s"]["after"]) == results["rounds"]
+    assert case["ratio_low"] <= case["ratio_median"] <= case["ratio_high"]
+    assert "train pre_ln 2x32" in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match="exited with code 1"):  # a worker that cannot build its case
+        before_after.Worker(root, {"kind": "train", "model": "no_such_model", "shape": {}})

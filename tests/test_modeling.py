@@ -347,3 +347,32 @@ def test_build_train_save_load_log_no_warning(block_type, cls, tmp_path):
         reloaded(input_ids=ids, attention_mask=mask)
         if cls is SimplifiedForCausalLM:
             model.generate(ids[:1], max_new_tokens=2, do_sample=False, pad_token_id=0)
+
+
+def test_causality_is_fixed_when_the_model_is_built():
+    """transformers copies a call's `is_causal` into the config; the model keeps the causality it was built with. A
+    call may pass another one only with its own 4-D mask (continuous batching does); otherwise one ValueError."""
+    model = perturb_(SimplifiedModel(tiny_config("sas_p"))).eval()
+    ids = torch.randint(1, TINY["vocab_size"], (2, 6), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        causal = model(input_ids=ids).last_hidden_state
+        with pytest.raises(ValueError, match=r"is_causal=False for a model loaded with is_causal=True"):
+            model(input_ids=ids, is_causal=False)
+        allowed = torch.ones(6, 6, dtype=torch.bool).tril()[None, None].expand(2, 1, 6, 6)
+        with_own_mask = model(input_ids=ids, attention_mask=allowed, is_causal=False).last_hidden_state
+    assert model.config.is_causal is True and model.is_causal is True
+    torch.testing.assert_close(with_own_mask, causal, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("block_type", ["sas", "sas_p", "simplest"])
+def test_prefill_into_an_empty_cache_equals_a_cacheless_forward_bitwise(block_type):
+    """A call that holds every key (nothing cached before it) takes the same centring path with or without a cache:
+    `generate`'s prefill and scoring give the same bytes."""
+    model = perturb_(SimplifiedForCausalLM(tiny_config(block_type))).eval()
+    ids = torch.randint(1, TINY["vocab_size"], (3, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    with torch.no_grad():
+        cached = model(input_ids=ids, attention_mask=mask, use_cache=True).logits
+        uncached = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    assert torch.equal(cached, uncached)

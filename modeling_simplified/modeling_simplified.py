@@ -33,6 +33,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.utils import can_return_tuple, is_torchdynamo_compiling
+from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
@@ -45,6 +46,15 @@ _CACHE_MAX_LENGTH = "get_max_length" if hasattr(Cache, "get_max_length") else "g
 # warns there). `generate` and gradient checkpointing use the installed release's name, `CACHE_FIELD`; the public
 # forwards take both names, the outputs carry the installed one.
 CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+def _cache_renamed(forward: Callable) -> Callable:
+    """From 5.24, where the cache is `cache`, a forward called with `past_key_values` warns as native models' forwards
+    do (`deprecate_kwarg`), and both names at once are refused; before it, `past_key_values` is the name `generate`
+    passes, and nothing warns."""
+    if CACHE_FIELD != "cache":
+        return forward
+    return deprecate_kwarg("past_key_values", "5.40.0", new_name="cache", raise_if_both_names=True)(forward)
 
 
 def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
@@ -1202,6 +1212,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding):
         self.embed_tokens = value
 
+    @_cache_renamed
     @merge_with_config_defaults
     @capture_outputs
     def forward(
@@ -1504,6 +1515,7 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
             return attention_mask
         return F.pad(attention_mask, (0, max_length - attention_mask.shape[-1]))
 
+    @_cache_renamed
     @can_return_tuple
     def forward(
         self,
@@ -1532,8 +1544,7 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            cache=cache,
-            past_key_values=past_key_values,
+            cache=_one_cache(cache, past_key_values),
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             **kwargs,

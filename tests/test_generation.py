@@ -4,6 +4,7 @@ refuse sequences longer than they have positions for."""
 
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -235,18 +236,24 @@ def test_positions_follow_the_cache_offset(position):
 
 def test_cache_under_either_name_and_no_deprecation_warning():
     """transformers 5.24 renamed `past_key_values` to `cache` and `generate` passes the installed release's name: the
-    forward takes both (the same cache, the same logits), refuses both at once, and decoding logs no deprecation."""
+    forward takes both (the same cache, the same logits), refuses both at once, and decoding logs no deprecation.
+    Where the cache is `cache`, the old name warns as native models do (transformers' `test_bc_cache_name_forward`)."""
     model = causal_lm("sas_p")
     ids = prompt(9, seed=5)
+    renamed = CACHE_FIELD == "cache"
     with torch.no_grad():
         steps = []
         for name in ("cache", "past_key_values"):
             cache = DynamicCache(config=model.config)
-            prefill = model(ids[:, :-1], use_cache=True, **{name: cache})
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                prefill = model(ids[:, :-1], use_cache=True, **{name: cache})
+            deprecated = [w for w in caught if "`past_key_values` is deprecated" in str(w.message)]
+            assert len(deprecated) == (renamed and name == "past_key_values"), [str(w.message) for w in caught]
             assert prefill[CACHE_FIELD] is cache
             steps.append(model(ids[:, -1:], use_cache=True, **{name: cache}).logits)
         torch.testing.assert_close(steps[0], steps[1], atol=0, rtol=0)
-        with pytest.raises(ValueError, match="as `cache` or as `past_key_values`"):
+        with pytest.raises(ValueError, match=r"`past_key_values`"):
             model(ids, cache=DynamicCache(config=model.config), past_key_values=DynamicCache(config=model.config))
         with assert_no_warnings():
             out = model.generate(ids, do_sample=False, **decode_kwargs())

@@ -440,6 +440,7 @@ CB_ARGS = ("--continuous-batching", "--cb-num-blocks", "64", "--cb-max-batch-tok
 
 
 @needs_serve
+@pytest.mark.slow  # a server process per test: about 20 s each on 2 cores
 def test_transformers_serve_native_gpt2(tmp_path, bpe_tokenizer):
     """`transformers serve --continuous-batching` on a saved GPT2LMHeadModel and a locally trained tokenizer: four
     concurrent completions each equal `generate` (the harness's validation)."""
@@ -460,6 +461,7 @@ def _export_simplified(tmp_path, tokenizer, block_type: str = "sas_p") -> tuple[
 
 
 @needs_serve
+@pytest.mark.slow  # a server process per test: about 20 s each on 2 cores
 @pytest.mark.xfail(
     strict=True,
     raises=ServerExited,
@@ -476,6 +478,7 @@ def test_transformers_serve_remote_code(tmp_path, bpe_tokenizer):
 
 
 @needs_serve
+@pytest.mark.slow  # a server process per test: about 20 s each on 2 cores
 @pytest.mark.parametrize("continuous_batching", [False, True], ids=["sequential", "continuous-batching"])
 def test_transformers_serve_remote_code_with_launcher(tmp_path, bpe_tokenizer, continuous_batching):
     """The documented workaround: `python launcher.py serve FOLDER --trust-remote-code` (LAUNCHER: the class from

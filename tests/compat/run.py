@@ -29,7 +29,8 @@ TORCH = "torch==2.13.0"  # the wheel CI installs everywhere (Makefile TORCH_SPEC
 
 
 def declared_floor() -> str:
-    (spec,) = re.findall(r'"(transformers[^"]*)"', (ROOT / "pyproject.toml").read_text())  # the dependency line
+    # the dependency line, not the test extra's `transformers[serving]`
+    (spec,) = re.findall(r'"(transformers(?!\[)[^"]*)"', (ROOT / "pyproject.toml").read_text())
     floor = re.search(r">=\s*([\d.]+)", spec).group(1)
     return floor + ".0" * (2 - floor.count("."))  # "5.4" -> "5.4.0", as MIN_TRANSFORMERS_VERSION writes it
 

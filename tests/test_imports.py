@@ -5,6 +5,7 @@ as `modeling_simplified.conversion` / `.hub_cards`, pyproject's package-dir) and
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -85,6 +86,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str,
     return found
 
 
+@functools.cache  # parsed once for the tests below (read only)
 def _graph() -> tuple[dict[str, set[str]], list[str]]:
     """The import graph (module -> modules it imports, function-level imports included) and the function-level
     project imports as 'file:line: module imports target'."""

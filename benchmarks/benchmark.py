@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -56,11 +57,14 @@ from dataclasses import asdict, dataclass
 
 import torch
 import transformers
+from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import DataCollatorWithFlattening, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.modeling_simplified import ReparamLinear
+
+from . import raptr
 
 SECTIONS = ("train", "mfu", "generate", "memory", "compile", "profile", "raptr", "packing", "loss", "allocator")
 #: train groups: each fits in memory (4 models with AdamW state at the CodeParrot shape is ~11 GB) and has pre_ln
@@ -242,8 +246,6 @@ class TrainProcess:
     def __init__(
         self, name: str, shape: Shape, compiled: bool = False, env: dict[str, str | None] | None = None, **forward
     ):
-        import multiprocessing
-
         if env is not None:  # a fresh interpreter with these variables set (None: unset); glibc reads MALLOC_* at start
             context = multiprocessing.get_context("spawn")
         else:  # children fork from a server that imported torch once
@@ -527,8 +529,6 @@ def bench_memory(shape: Shape, seqs=(512, 1024, 2048)) -> dict:
 
 def bench_profile(shape: Shape, names=("pre_ln", "sas_p"), top: int = 12) -> dict:
     """Top operators by self CPU time of one training step (after `TRAIN_WARMUP` steps), per model."""
-    from torch.profiler import ProfilerActivity, profile
-
     batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=torch.Generator().manual_seed(0))
     out = {}
     for name in names:
@@ -615,10 +615,10 @@ def print_memory(table: dict) -> None:
 def bench_raptr(shape: Shape, rounds: int) -> dict:
     """RaPTr's compute saving: a pre_ln training step on a subnetwork of half the layers (first and last kept, App. J
     scales) against a full step of the same model, interleaved (`benchmarks.raptr.bench`)."""
-    from .raptr import bench
-
     layers = max(4, shape.layers)
-    return bench(layers, shape.width, shape.seq, shape.batch, vocab=shape.vocab, repeats=rounds, block_type="pre_ln")
+    return raptr.bench(
+        layers, shape.width, shape.seq, shape.batch, vocab=shape.vocab, repeats=rounds, block_type="pre_ln"
+    )
 
 
 def print_raptr(r: dict) -> None:
@@ -632,8 +632,6 @@ def print_raptr(r: dict) -> None:
 def bench_packing(shape: Shape, rounds: int, names=("pre_ln", "sas_p")) -> dict:
     """Padded against padding-free (packed) batches of the same variable-length sequences: real tokens per second
     of one training step each, round-robin on the same model (see the module docstring)."""
-    from transformers import DataCollatorWithFlattening
-
     seq, batch = max(shape.seq, 128), max(shape.batch, 8)
     gen = torch.Generator().manual_seed(0)
     lengths = torch.randint(seq // 8, seq + 1, (batch,), generator=gen).tolist()

@@ -6,54 +6,39 @@ import json
 import sys
 from pathlib import Path
 
+from safetensors import safe_open
+from transformers import AutoConfig, BertForMaskedLM, BertModel, GPT2LMHeadModel, LlamaForCausalLM
+
+from modeling_simplified import SimplifiedForCausalLM
+
 from .common import ConversionError, check_out, save_atomically
+from .hf import bert_to_simplified, gpt2_to_simplified, llama_to_simplified, simplified_to_gpt2, simplified_to_llama
+from .original import load_original, original_to_simplified
 
 
 def _gpt2_to_simplified(src, args):
-    from transformers import GPT2LMHeadModel
-
-    from .hf import gpt2_to_simplified
-
     return gpt2_to_simplified(GPT2LMHeadModel.from_pretrained(src))
 
 
 def _simplified_to_gpt2(src, args):
-    from modeling_simplified import SimplifiedForCausalLM
-
-    from .hf import simplified_to_gpt2
-
     return simplified_to_gpt2(SimplifiedForCausalLM.from_pretrained(src))
 
 
 def _llama_to_simplified(src, args):
-    from transformers import LlamaForCausalLM
-
-    from .hf import llama_to_simplified
-
     return llama_to_simplified(LlamaForCausalLM.from_pretrained(src))
 
 
 def _simplified_to_llama(src, args):
-    from modeling_simplified import SimplifiedForCausalLM
-
-    from .hf import simplified_to_llama
-
     return simplified_to_llama(SimplifiedForCausalLM.from_pretrained(src))
 
 
 def _bert_to_simplified(src, args):
-    from transformers import AutoConfig, BertForMaskedLM, BertModel
-
-    from .hf import bert_to_simplified
-
     architectures = AutoConfig.from_pretrained(src).architectures or []
     cls = BertForMaskedLM if "BertForMaskedLM" in architectures else BertModel
     return bert_to_simplified(cls.from_pretrained(src), drop_pooler=args.drop_pooler)
 
 
 def _original(src, args):
-    from .original import load_original, original_to_simplified
-
     return original_to_simplified(*load_original(src))
 
 
@@ -83,8 +68,6 @@ SOURCE_MODEL_TYPES = {
 def check_source(command: str, src: str):
     """One clear error before any loading: SRC must be an existing folder; for the Hugging Face formats its
     config.json must be a JSON object of the expected `model_type`, and every `*.safetensors` file must be readable."""
-    from safetensors import safe_open
-
     folder = Path(src)
     if not folder.exists():
         raise ConversionError(f"SRC={src!r} does not exist (a local folder is expected).")

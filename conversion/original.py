@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM
 from modeling_simplified.modeling_simplified import ReparamLinear
@@ -398,8 +399,6 @@ def load_original(src: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
     if not isinstance(raw, dict):
         raise ConversionError(f"{config_file} must hold a JSON object, not a {type(raw).__name__}.")
     if (src / "model.safetensors").is_file():
-        from safetensors.torch import load_file
-
         weights = src / "model.safetensors"
         try:
             state = load_file(weights)

@@ -17,7 +17,14 @@ from typing import Any
 import torch
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from modeling_simplified.configuration_simplified import MIN_TRANSFORMERS_VERSION, __version__
+import modeling_simplified.modeling_simplified as modeling
+from modeling_simplified.configuration_simplified import (
+    BLOCK_PRESETS,
+    BLOCK_TYPES,
+    MIN_TRANSFORMERS_VERSION,
+    SimplifiedConfig,
+    __version__,
+)
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "model_card.md"
 #: Marker line written into every generated card; `export_model` uses it to recognise a previous export.
@@ -145,8 +152,6 @@ def _is_dataset_id(name: str) -> bool:
 
 def count_parameters(config, architecture: str) -> int:
     """Parameters of `architecture` built from `config` on the meta device (shared tensors counted once)."""
-    import modeling_simplified.modeling_simplified as modeling
-
     with torch.device("meta"):
         model = getattr(modeling, architecture)(config)
     return sum(p.numel() for p in model.parameters())
@@ -154,8 +159,6 @@ def count_parameters(config, architecture: str) -> int:
 
 def pre_ln_twin(config):
     """The Pre-LN config of the same shape: every preset-controlled field reset to the pre_ln preset."""
-    from modeling_simplified.configuration_simplified import BLOCK_PRESETS, SimplifiedConfig
-
     fields = config.to_dict()
     for key in (
         "architectures",
@@ -203,8 +206,6 @@ def block_structure(config) -> tuple:
 
 @functools.cache
 def _preset_structures() -> dict[str, tuple]:
-    from modeling_simplified.configuration_simplified import BLOCK_TYPES, SimplifiedConfig
-
     return {block_type: block_structure(SimplifiedConfig(block_type=block_type)) for block_type in BLOCK_TYPES}
 
 

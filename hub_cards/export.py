@@ -20,6 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from transformers import AutoTokenizer, GenerationConfig
+
+import modeling_simplified.modeling_simplified as modeling
+
 from .card import CARD_MARKER, HEADS, render_card, validate_run_info
 
 CODE_FILES = ("configuration_simplified.py", "modeling_simplified.py")
@@ -34,8 +38,6 @@ class ExportError(ValueError):
 
 def load_checkpoint(path: str | os.PathLike):
     """Load a saved model or Trainer checkpoint folder with the class named in its config's `architectures`."""
-    import modeling_simplified.modeling_simplified as modeling
-
     path = Path(path)
     config_file = path / "config.json"
     if not config_file.is_file():
@@ -132,8 +134,6 @@ def _check_code_files(folder: Path) -> None:
 
 
 def _write_generation_config(folder: Path, model, tokenizer) -> None:
-    from transformers import GenerationConfig
-
     generation = getattr(model, "generation_config", None) or GenerationConfig.from_model_config(model.config)
     generation = GenerationConfig.from_dict(generation.to_dict())
     for name in ("eos_token_id", "pad_token_id", "bos_token_id"):
@@ -159,8 +159,6 @@ def export_model(model, output_dir: str | os.PathLike, tokenizer=None, run_info:
         source = Path(model)
         run_info = {**run_info_from_trainer_state(source), **run_info}
         if tokenizer is None and any((source / f).is_file() for f in _TOKENIZER_FILES):
-            from transformers import AutoTokenizer
-
             try:
                 tokenizer = AutoTokenizer.from_pretrained(source)
             except Exception as err:  # noqa: BLE001
@@ -247,8 +245,6 @@ def main(argv: list[str] | None = None) -> int:
                 run_info[key] = value
         tokenizer = None
         if args.tokenizer:
-            from transformers import AutoTokenizer
-
             try:
                 tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
             except Exception as err:  # noqa: BLE001

@@ -13,6 +13,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from huggingface_hub import HfApi, constants
+from safetensors import safe_open
+
 from .card import pin_snippet
 from .export import CODE_FILES
 
@@ -42,8 +45,6 @@ def _check_export_dir(folder: Path) -> None:
     if not isinstance(config, dict) or config.get("model_type") != "simplified":
         found = config.get("model_type") if isinstance(config, dict) else f"a JSON {type(config).__name__}"
         raise ValueError(f"{config_file}: expected a config object with model_type 'simplified', found {found!r}.")
-    from safetensors import safe_open
-
     try:
         with safe_open(folder / "model.safetensors", framework="pt") as weights:
             if not list(weights.keys()):
@@ -55,8 +56,6 @@ def _check_export_dir(folder: Path) -> None:
 
 def make_api(endpoint: str | None = None, token: str | None = None):
     """`HfApi` on `endpoint` (default `$HF_ENDPOINT`, else the public Hub) with `token` (default `$HF_TOKEN`)."""
-    from huggingface_hub import HfApi, constants
-
     return HfApi(
         endpoint=endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT,
         token=token or os.environ.get("HF_TOKEN") or None,

@@ -23,8 +23,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from modeling_simplified.configuration_simplified import BLOCK_TYPES
+import numpy as np
+from transformers import AutoTokenizer, DataCollatorWithPadding, set_seed
 
+from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification
+from modeling_simplified.configuration_simplified import BLOCK_TYPES
+from modeling_simplified.hub_cards.export import export_model
+
+from .callbacks import DiagnosticsCallback
+from .data import PackingCollator, ResumableMaskingCollator, build_task_data
+from .plotting import plot_loss_curve
 from .presets import (
     EMBEDDED,
     Preset,
@@ -38,7 +46,9 @@ from .presets import (
     switch_block_type,
     validate,
 )
+from .raptr import RaptrCallback, RaptrSpecError
 from .runs import latest_checkpoint, pretrained_dir
+from .trainer import SimplifiedTrainer, training_arguments
 
 EPILOG = """examples:
   simplified-train --preset codeparrot-tiny-sas_p                  # minutes on a laptop CPU, embedded data
@@ -222,12 +232,6 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
 # -- the run ---------------------------------------------------------------------------------------------------
 def _model_and_tokenizer(plan: RunPlan):
     """Data first (it may fail with a UsageError), then the model built for its tokenizer and labels."""
-    from transformers import AutoTokenizer, set_seed
-
-    from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification
-
-    from .data import build_task_data
-
     preset = plan.preset
     tokenizer = None
     if plan.init_from is not None:
@@ -270,8 +274,6 @@ def _model_and_tokenizer(plan: RunPlan):
 
 
 def _compute_metrics(eval_pred) -> dict[str, float]:
-    import numpy as np
-
     logits, labels = eval_pred.predictions, eval_pred.label_ids
     logits = logits[0] if isinstance(logits, tuple) else logits
     if logits.ndim == 2 and logits.shape[-1] == 1:  # regression (STS-B)
@@ -281,21 +283,12 @@ def _compute_metrics(eval_pred) -> dict[str, float]:
 
 def _export(model, tokenizer, export_dir: Path, run_info: dict[str, Any]) -> Path:
     """The Hub-ready export (`hub_cards/export.py`, installed with the package)."""
-    from modeling_simplified.hub_cards.export import export_model
-
     return Path(export_model(model, export_dir, tokenizer=tokenizer, run_info=run_info))
 
 
 def run(plan: RunPlan, diagnostics: bool = False, export: bool = True, raptr: dict | None = None) -> dict[str, Any]:
     """Train as planned (with `raptr`, the options of a `RaptrCallback`); returns the metrics written to
     `metrics.json`."""
-    from transformers import DataCollatorWithPadding
-
-    from .callbacks import DiagnosticsCallback
-    from .data import PackingCollator, ResumableMaskingCollator
-    from .plotting import plot_loss_curve
-    from .trainer import SimplifiedTrainer, training_arguments
-
     started = time.time()
     preset, out = plan.preset, plan.output_dir
     if raptr and preset.training.batch_ramp_to:
@@ -500,8 +493,6 @@ def _planned_steps(args, train_dataset) -> int | None:
 
 def _raptr_callback(options: dict):
     """A `RaptrCallback` from the `--raptr*` options (bad options: UsageError)."""
-    from .raptr import RaptrCallback, RaptrSpecError
-
     try:
         return RaptrCallback(**options)
     except RaptrSpecError as err:
@@ -511,8 +502,6 @@ def _raptr_callback(options: dict):
 def _check_raptr_schedule(callback, model, steps: int | None) -> None:
     """Build the callback's schedule now (before anything is written) for the model and the run's optimizer steps;
     with a dataset without length (steps None) the callback checks it when training starts."""
-    from .raptr import RaptrSpecError
-
     if steps is None:
         return
     try:

@@ -129,7 +129,7 @@ def _definitions(node: ast.AST) -> Iterator[ast.AST]:
 
 
 def _prose_records(root: str, paths: str, split: str, max_docs: int) -> Iterator[dict]:
-    import pydoc_data.topics
+    import pydoc_data.topics  # lazy: ~0.75 MB of help text, read only for the embedded prose split
 
     count = 0
     for name, text in sorted(pydoc_data.topics.topics.items()):

@@ -28,7 +28,14 @@ from typing import Any
 
 import datasets
 import torch
-from transformers import DataCollatorForLanguageModeling, DataCollatorWithFlattening, PreTrainedTokenizerFast
+from huggingface_hub import constants
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import (
+    AutoTokenizer,
+    DataCollatorForLanguageModeling,
+    DataCollatorWithFlattening,
+    PreTrainedTokenizerFast,
+)
 
 from . import corpus
 from .presets import EMBEDDED, EMBEDDED_TASK, DataSpec, UsageError
@@ -74,8 +81,6 @@ def _offline() -> bool:
 def _host_reachable(timeout: float = 3.0) -> bool:
     """A quick TCP check of the Hub endpoint, so an unreachable host fails in seconds, not after minutes of
     retries."""
-    from huggingface_hub import constants
-
     url = urllib.parse.urlparse(constants.ENDPOINT)
     try:
         socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
@@ -171,8 +176,6 @@ def _raw_text(spec: DataSpec, task: str, explicit: bool):
 
 # -- tokenizers ------------------------------------------------------------------------------------------------
 def tokenizer_cache_dir() -> Path:
-    from huggingface_hub import constants
-
     return Path(constants.HF_HOME) / "simplified-transformers" / "tokenizers"
 
 
@@ -188,8 +191,6 @@ def _texts(ds, column: str, n: int):
 def train_tokenizer(kind: str, texts, vocab_size: int) -> PreTrainedTokenizerFast:
     """A byte-level BPE (`bpe`, GPT-2 style, `<|endoftext|>` as bos/eos/pad) or a lower-cased WordPiece
     (`wordpiece`, BERT's special tokens and `[CLS] A [SEP]` template) trained on `texts`."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
     if kind == "bpe":
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -245,8 +246,6 @@ def cached_tokenizer(kind: str, vocab_size: int, identity: dict[str, Any], texts
 
 def load_tokenizer(name: str) -> PreTrainedTokenizerFast:
     try:
-        from transformers import AutoTokenizer
-
         return AutoTokenizer.from_pretrained(name)
     except Exception as err:  # noqa: BLE001
         reason = " ".join(str(err).split())[:300]

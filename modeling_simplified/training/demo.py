@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .cli import main as train
 from .presets import add_set_option
 
 PRESET = "codeparrot-tiny-sas_p"
@@ -64,8 +65,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=40)
     add_set_option(parser, "passed on to simplified-train (e.g. data.max_train_samples=40)")
     args = parser.parse_args(argv)
-
-    from modeling_simplified.training.cli import main as train
 
     output_dir, note = output_dir_for(args.output_dir, args.overwrite)
     if note:

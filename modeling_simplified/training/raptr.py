@@ -40,6 +40,8 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 from ..modeling_simplified import LayerPlan
+from .trainer import BatchRampAdamW
+from .trainer import stagewise_lr_lambda as stagewise_lr_lambda  # re-exported: SimplifiedTrainer runs it
 
 logger = logging.getLogger(__name__)
 
@@ -117,22 +119,6 @@ class RaptrSchedule:
         """Σ_s len_s · n_s / (L · T): expected layer FLOPs relative to full training (§2.1, App. E)."""
         total = sum(s.end - s.start for s in self.stages)
         return sum((s.end - s.start) * s.size for s in self.stages) / (self.num_layers * max(total, 1))
-
-
-def stagewise_lr_lambda(warmup_steps: int, decay_start: int, total_steps: int):
-    """RaPTr's learning-rate schedule (Panigrahi et al. §4 "RaPTr setup", App. D.4): linear warmup, then the peak lr
-    held constant through every stage but the last, then a linear decay to 0 over the last, full-model stage
-    (`decay_start` is its first step). A factor of the peak lr per optimizer step, for `LambdaLR`."""
-    decay_start = max(decay_start, warmup_steps)
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return step / max(1, warmup_steps)
-        if step < decay_start:
-            return 1.0
-        return max(0.0, (total_steps - step) / max(1, total_steps - decay_start))
-
-    return factor
 
 
 def parse_sizes(spec: str, num_layers: int) -> list[float]:
@@ -429,8 +415,6 @@ class RaptrCallback(TrainerCallback, ExportableState):
             state.stateful_callbacks[name] = self.state()  # the Trainer updates an existing entry at each save
 
     def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
-        from .trainer import BatchRampAdamW
-
         if isinstance(getattr(optimizer, "optimizer", optimizer), BatchRampAdamW):
             raise RaptrSpecError(
                 "RaPTr cannot run with the batch-ramp optimizer (BatchRampAdamW, training.batch_ramp_to): each "

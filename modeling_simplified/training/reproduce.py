@@ -36,12 +36,21 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from modeling_simplified import SimplifiedConfig
+
+from . import cli
 from .presets import UsageError, add_set_option, available_presets, load_preset
+from .raptr import RaptrCallback
 from .runs import latest_checkpoint
 
 # name -> (block type of the preset, model overrides)
@@ -274,10 +283,6 @@ def final_runs(args: argparse.Namespace, lrs: dict[str, float]) -> list[Run]:
 
 def raptr_relative_flops(args: argparse.Namespace, steps: int) -> float:
     """RaPTr's expected relative layer FLOPs for pre_ln's depth over `steps` steps (the schedule's own figure)."""
-    from modeling_simplified import SimplifiedConfig
-
-    from .raptr import RaptrCallback
-
     layers = load_preset(f"{args.preset}-pre_ln").model.get("num_hidden_layers") if args.preset_shape else args.layers
     config = SimplifiedConfig(num_hidden_layers=layers, hidden_size=8, num_attention_heads=1, vocab_size=8)
     return RaptrCallback(args.raptr).build(config, steps).expected_relative_flops()
@@ -308,10 +313,6 @@ def finished_record(args: argparse.Namespace, run: Run, reuse: bool | None = Non
 def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
     """Train one run; returns its record (eval curve, timing, diagnostics), which is also written to
     `run_dir/record.json` with the training arguments."""
-    import torch
-
-    from . import cli
-
     name, seed, run_dir = run.name, run.seed, run.run_dir
     argv = run.argv(args)
     (run_dir / RECORD).unlink(missing_ok=True)
@@ -641,9 +642,6 @@ def markdown(table, verdicts, records, command: str, lr_sweep=None, signal=None,
 
 # -- plots -----------------------------------------------------------------------------------------------------
 def _figure(width: float = 7.0, height: float = 4.5):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(fig)
     return fig
@@ -768,10 +766,6 @@ def child_argv(args: argparse.Namespace, phase: str, shard: str) -> list[str]:
 def train_in_parallel(args: argparse.Namespace, phase: str, runs: list[Run]) -> None:
     """Train a phase's unfinished runs in `args.jobs` child processes (child i takes every N-th run from the i-th),
     torch threads split evenly."""
-    import subprocess
-
-    import torch
-
     jobs = min(args.jobs, sum(finished_record(args, run) is None for run in runs))
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, torch.get_num_threads() // max(jobs, 1)))}
     children = []

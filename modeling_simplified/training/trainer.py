@@ -1,5 +1,6 @@
 """The Trainer side of a run: `TrainingArguments` from a recipe, a `Trainer` whose AdamW uses the model core's
-weight-decay groups, and crammed BERT's batch ramp."""
+weight-decay groups, crammed BERT's batch ramp and RaPTr's stagewise lr schedule (`raptr.py` imports this module,
+never the other way round)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,22 @@ def training_arguments(recipe: TrainingRecipe, output_dir: str, **overrides: Any
     )
     kwargs.update(overrides)
     return TrainingArguments(**kwargs)
+
+
+def stagewise_lr_lambda(warmup_steps: int, decay_start: int, total_steps: int):
+    """RaPTr's learning-rate schedule (Panigrahi et al. §4 "RaPTr setup", App. D.4): linear warmup, then the peak lr
+    held constant through every stage but the last, then a linear decay to 0 over the last, full-model stage
+    (`decay_start` is its first step). A factor of the peak lr per optimizer step, for `LambdaLR`."""
+    decay_start = max(decay_start, warmup_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return step / max(1, warmup_steps)
+        if step < decay_start:
+            return 1.0
+        return max(0.0, (total_steps - step) / max(1, total_steps - decay_start))
+
+    return factor
 
 
 class BatchRampAdamW(torch.optim.AdamW):
@@ -231,8 +248,6 @@ class SimplifiedTrainer(Trainer):
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         if self.lr_scheduler is None and self.lr_decay_start is not None:
-            from .raptr import stagewise_lr_lambda
-
             factor = stagewise_lr_lambda(
                 self.args.get_warmup_steps(num_training_steps), self.lr_decay_start, num_training_steps
             )

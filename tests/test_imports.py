@@ -1,0 +1,165 @@
+"""No import circle among the project's own modules, and their imports at module level (read with `ast`, nothing
+imported). The project's modules: the package `modeling_simplified/`, `conversion/` and `hub_cards/` (which install
+as `modeling_simplified.conversion` / `.hub_cards`, pyproject's package-dir) and the checkout's `benchmarks/`."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pytest itself depends on tomli before 3.11
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A function-level import of a project module is allowed only here, as "module: imported module" with the reason.
+# The shipped Hub files (configuration_simplified.py, modeling_simplified.py, optimization.py) import only flat
+# siblings and never training code, so none of them needs an entry; keep this empty unless a cycle cannot be broken.
+ALLOWED_FUNCTION_LEVEL: dict[str, str] = {}
+
+
+def _package_dirs() -> dict[str, Path]:
+    """Package name -> folder: pyproject's package-dir, plus the checkout's benchmarks/ (not installed)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs = {name: ROOT / folder for name, folder in setuptools["package-dir"].items()}
+    dirs["benchmarks"] = ROOT / "benchmarks"
+    return dirs
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the project's packages (sub-folders included)."""
+    modules: dict[str, Path] = {}
+    for package, folder in _package_dirs().items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join((package, *parts))
+            if name in modules and modules[name] != path:
+                raise AssertionError(f"{name} is both {modules[name]} and {path}")
+            modules[name] = path
+    return modules
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, int, bool]]:
+    """(imported project module, line, at function level) for each project import in the module's file. `from X
+    import a` names X.a when that is a module of the project, else X (its `__init__`); importing a.b.c also runs the
+    packages a and a.b, which count unless they are packages of this module itself (already being imported)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[tuple[str, int, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                targets = [alias.name for alias in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (child.level - 1)]
+                    source = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    source = child.module or ""
+                targets = [
+                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source for alias in child.names
+                ]
+            else:
+                visit(child, nested)
+                continue
+            for target in dict.fromkeys(targets):
+                if target not in modules:
+                    if target.split(".")[0] in {"modeling_simplified", "benchmarks"}:
+                        raise AssertionError(f"{path}:{child.lineno}: {target} is no module of the project")
+                    continue
+                parts = target.split(".")
+                for ancestor in (".".join(parts[:i]) for i in range(1, len(parts))):
+                    if ancestor in modules and not f"{name}.".startswith(f"{ancestor}."):
+                        found.append((ancestor, child.lineno, in_function))
+                found.append((target, child.lineno, in_function))
+
+    visit(tree, False)
+    return found
+
+
+@functools.cache  # parsed once for the tests below (read only)
+def _graph() -> tuple[dict[str, set[str]], list[str]]:
+    """The import graph (module -> modules it imports, function-level imports included) and the function-level
+    project imports as 'file:line: module imports target'."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    function_level = []
+    for name, path in modules.items():
+        for target, line, in_function in _imports(name, path, modules):
+            if target != name:
+                graph[name].add(target)
+            if in_function and f"{name}: {target}" not in ALLOWED_FUNCTION_LEVEL:
+                function_level.append(f"{path.relative_to(ROOT)}:{line}: {name} imports {target} in a function")
+    return graph, function_level
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as [a, b, ..., a], or None (depth-first search, iterative)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path, stack = [start], [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph[nxt])))
+    return None
+
+
+def test_the_graph_covers_the_project():
+    graph, _ = _graph()
+    assert {"modeling_simplified", "modeling_simplified.training.cli", "modeling_simplified.conversion.cli"} <= set(
+        graph
+    )
+    assert {"modeling_simplified.hub_cards.export", "benchmarks.raptr"} <= set(graph)
+    assert "modeling_simplified.optimization" in graph["modeling_simplified.training.trainer"]
+
+
+def test_no_import_circle():
+    cycle = _cycle(_graph()[0])
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_project_imports_are_at_module_level():
+    _, function_level = _graph()
+    assert not function_level, "project imports inside functions:\n" + "\n".join(function_level)
+
+
+def test_the_cycle_search_finds_a_circle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_relative_and_function_level_imports_are_resolved(tmp_path):
+    path = tmp_path / "raptr.py"
+    path.write_text(
+        "from . import cli\nfrom ..modeling_simplified import LayerPlan\n\ndef f():\n    from .trainer import X\n"
+    )
+    modules = {
+        name: tmp_path / "x.py"
+        for name in ("modeling_simplified", "modeling_simplified.modeling_simplified")
+        + tuple(f"modeling_simplified.training.{m}" for m in ("cli", "raptr", "trainer"))
+    }
+    assert _imports("modeling_simplified.training.raptr", path, modules) == [
+        ("modeling_simplified.training.cli", 1, False),
+        ("modeling_simplified.modeling_simplified", 2, False),
+        ("modeling_simplified.training.trainer", 5, True),
+    ]

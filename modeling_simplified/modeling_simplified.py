@@ -1801,20 +1801,27 @@ class PackedPartsColwise(PackedColwiseParallel):
         _shard_parameter(module, param, mesh, _StridedShard(dim=0, split_factor=parts))
 
 
-class LocalHeadsOfValues(TensorParallelLayer):
-    """Values outside the fused projection: a learned `Linear` is colwise; an identity (X itself) or eq. 6 W^V runs
-    whole on every rank and each rank keeps its heads' slice of the output (backward: the ranks' gradients summed)."""
+class _LinearOrWhole(TensorParallelLayer):
+    """A matrix that is a learned `Linear` (sharded by `linear_style`, transformers' own) or an identity / eq. 6 matrix,
+    which runs whole on every rank with the subclass's transforms around it."""
 
-    colwise = ColwiseParallel() if ALL_PARALLEL_STYLES is not None else None
+    linear_style: TensorParallelLayer | None = None
 
     def shard_param(self, module, param, mesh):
         if isinstance(module, nn.Linear):
-            self.colwise.shard_param(module, param, mesh)
+            self.linear_style.shard_param(module, param, mesh)
 
     def install_forward(self, module, mesh):
         if isinstance(module, nn.Linear):
-            return self.colwise.install_forward(module, mesh)
+            return self.linear_style.install_forward(module, mesh)
         return super().install_forward(module, mesh)
+
+
+class LocalHeadsOfValues(_LinearOrWhole):
+    """Values outside the fused projection: a learned `Linear` is colwise; an identity (X itself) or eq. 6 W^V runs
+    whole on every rank and each rank keeps its heads' slice of the output (backward: the ranks' gradients summed)."""
+
+    linear_style = ColwiseParallel() if ALL_PARALLEL_STYLES is not None else None
 
     def transform_output_post_forward(self, module, output, mesh):
         rank, size = _tp_rank_and_size(mesh)
@@ -1822,20 +1829,11 @@ class LocalHeadsOfValues(TensorParallelLayer):
         return output.chunk(size, dim=-1)[rank]
 
 
-class GatheredHeadsProjection(TensorParallelLayer):
+class GatheredHeadsProjection(_LinearOrWhole):
     """W^O: a learned `Linear` is rowwise (its input is the rank's heads, the outputs all-reduced); an identity or
     eq. 6 W^O gets the ranks' heads gathered into the whole `d` and runs replicated."""
 
-    rowwise = RowwiseParallel() if ALL_PARALLEL_STYLES is not None else None
-
-    def shard_param(self, module, param, mesh):
-        if isinstance(module, nn.Linear):
-            self.rowwise.shard_param(module, param, mesh)
-
-    def install_forward(self, module, mesh):
-        if isinstance(module, nn.Linear):
-            return self.rowwise.install_forward(module, mesh)
-        return super().install_forward(module, mesh)
+    linear_style = RowwiseParallel() if ALL_PARALLEL_STYLES is not None else None
 
     def transform_inputs_pre_forward(self, module, args, kwargs, mesh):
         return (_GatherLastDim.apply(args[0], mesh.get_group()), *args[1:]), kwargs

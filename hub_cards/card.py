@@ -21,6 +21,7 @@ import modeling_simplified.modeling_simplified as modeling
 from modeling_simplified.configuration_simplified import (
     BLOCK_PRESETS,
     BLOCK_TYPES,
+    BLOCKS,
     MIN_TRANSFORMERS_VERSION,
     SimplifiedConfig,
     __version__,
@@ -59,22 +60,6 @@ RUN_INFO_KEYS: dict[str, str] = {
     "license": "str",
     "base_model": "str",
     "repo_id": "str",
-}
-
-#: The summary of each block type, used when a config's structure (`block_structure`) is that block type's preset.
-BLOCK_SUMMARIES: dict[str, str] = {
-    "pre_ln": "the standard Pre-LN block (the baseline of He & Hofmann, Fig. 1 left)",
-    "post_ln": "the original Post-LN block (norm after each residual add, as in BERT)",
-    "parallel": "the parallel block of GPT-J / PaLM: attention and MLP read the same normalised input",
-    "value_skipinit": "Value-SkipInit (He et al. 2023, eq. 4): no attention skip, attention `α·I + β·A`",
-    "sas": "SAS, the simplified attention sub-block (He & Hofmann §4.2): shaped attention replaces the "
-    "attention skip, and the value and projection matrices are removed",
-    "sas_p": "SAS-P, the parallel simplified block (He & Hofmann §4.3): SAS (shaped attention, no value and "
-    "projection matrices) in a parallel block without any skip",
-    "simplest": "the simplest block of He & Hofmann (§4.4): SAS-P (shaped attention in a parallel block without "
-    "skips) without normalisation layers",
-    "normformer": "NormFormer (Shleifer et al. 2021): Pre-LN plus a LayerNorm after attention, head-wise "
-    "scaling of the attention output and a LayerNorm after the MLP activation",
 }
 
 CITATION_SIMPLIFIED = """@inproceedings{he2024simplifying,
@@ -220,7 +205,7 @@ def block_summary(config) -> str:
     """One sentence on the block, from the fields: the named block's summary, or the structure spelled out."""
     name = block_name(config)
     if name is not None:
-        return BLOCK_SUMMARIES[name]
+        return BLOCKS[name].summary
     s = dict(block_structure(config))
     if s["attention_type"] == "softmax":
         attention = "softmax attention"

@@ -37,7 +37,6 @@ _require_transformers()
 
 from transformers import PreTrainedConfig  # noqa: E402  (after the version check: a 4.x install has no such name)
 
-BLOCK_TYPES = ("pre_ln", "post_ln", "parallel", "value_skipinit", "sas", "sas_p", "simplest", "normformer")
 NORM_TYPES = ("rmsnorm", "layernorm", "none")
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "leaky_relu", "swiglu", "geglu")
 GATED_ACTIVATIONS = ("swiglu", "geglu")
@@ -102,40 +101,84 @@ _SHAPED = dict(
 )
 _SAS = dict(_SHAPED, value_mode="identity", projection_mode="identity", first_layer_value_mode="reparam")
 
-#: What each block type implies (paper §4, App. D; NormFormer §2). Every key is a field that defaults to the preset.
-BLOCK_PRESETS: dict[str, dict] = {
-    "pre_ln": _PRE_LN,
-    "post_ln": dict(_PRE_LN, norm_position="post", norm_type="layernorm", final_norm="none"),
-    "parallel": dict(_PRE_LN, parallel_block=True, attn_skip_gain=0.0),
-    "value_skipinit": dict(
-        _SHAPED,
-        shaped_beta_init=0.0,
-        centre_attention=False,
-        value_projection_init="orthogonal",
-    ),
-    "sas": _SAS,
-    "sas_p": dict(_SAS, parallel_block=True, mlp_skip_gain=0.0),
-    "simplest": dict(
-        _SAS,
-        parallel_block=True,
-        mlp_skip_gain=0.0,
-        norm_type="none",
-        embedding_norm="layernorm",
-        final_norm="layernorm",
-    ),
-    "normformer": dict(
+
+@dataclasses.dataclass(frozen=True)
+class BlockType:
+    """What a block type is, stated once: the fields it implies, one line on it, and the paper that defines it.
+    The model card, the reproduction, the benchmark groups and the docs tables read or are tested against it."""
+
+    preset: dict
+    summary: str
+    source: str
+
+
+#: Every block type (paper §4, App. D; NormFormer §2). Each preset key is a field that defaults to the preset.
+BLOCKS: dict[str, BlockType] = {
+    "pre_ln": BlockType(
         _PRE_LN,
-        norm_type="layernorm",
-        head_scale="before_proj",
-        attn_branch_norm=True,
-        mlp_act_norm=True,
-        init_scheme="gpt2",  # NormFormer's GPT-3 baseline (Brown et al. 2020) scales residual outputs by 1/sqrt(2L)
-        # fairseq's transformer_lm, which NormFormer extends, multiplies token embeddings by sqrt(d): the unit-scale
-        # output of the post-attention LN then meets a residual stream of the same order (unscaled std-0.02
-        # embeddings are ~50x smaller, and Adam's updates spike)
-        scale_embedding=True,
+        "the standard Pre-LN block (the baseline of He & Hofmann, Fig. 1 left)",
+        "He & Hofmann 2024, §3, Fig. 1 (left)",
+    ),
+    "post_ln": BlockType(
+        dict(_PRE_LN, norm_position="post", norm_type="layernorm", final_norm="none"),
+        "the original Post-LN block (norm after each residual add, as in BERT)",
+        "Vaswani et al. 2017; He & Hofmann 2024, §3",
+    ),
+    "parallel": BlockType(
+        dict(_PRE_LN, parallel_block=True, attn_skip_gain=0.0),
+        "the parallel block of GPT-J / PaLM: attention and MLP read the same normalised input",
+        "Wang & Komatsuzaki 2021; He & Hofmann 2024, Fig. 1 (bottom right)",
+    ),
+    "value_skipinit": BlockType(
+        dict(_SHAPED, shaped_beta_init=0.0, centre_attention=False, value_projection_init="orthogonal"),
+        "Value-SkipInit (He et al. 2023, eq. 4): no attention skip, attention `α·I + β·A`",
+        "He et al. 2023, eq. 4; He & Hofmann 2024, §4.1",
+    ),
+    "sas": BlockType(
+        _SAS,
+        "SAS, the simplified attention sub-block (He & Hofmann §4.2): shaped attention replaces the "
+        "attention skip, and the value and projection matrices are removed",
+        "He & Hofmann 2024, §4.2, Fig. 9",
+    ),
+    "sas_p": BlockType(
+        dict(_SAS, parallel_block=True, mlp_skip_gain=0.0),
+        "SAS-P, the parallel simplified block (He & Hofmann §4.3): SAS (shaped attention, no value and "
+        "projection matrices) in a parallel block without any skip",
+        "He & Hofmann 2024, §4.3, Fig. 10",
+    ),
+    "simplest": BlockType(
+        dict(
+            _SAS,
+            parallel_block=True,
+            mlp_skip_gain=0.0,
+            norm_type="none",
+            embedding_norm="layernorm",
+            final_norm="layernorm",
+        ),
+        "the simplest block of He & Hofmann (§4.4): SAS-P (shaped attention in a parallel block without "
+        "skips) without normalisation layers",
+        "He & Hofmann 2024, §4.4, Fig. 1 (top right)",
+    ),
+    "normformer": BlockType(
+        dict(
+            _PRE_LN,
+            norm_type="layernorm",
+            head_scale="before_proj",
+            attn_branch_norm=True,
+            mlp_act_norm=True,
+            init_scheme="gpt2",  # NormFormer's GPT-3 baseline (Brown et al. 2020) scales residual outputs by 1/sqrt(2L)
+            # fairseq's transformer_lm multiplies token embeddings by sqrt(d): the unit-scale output of the
+            # post-attention LN then meets a residual stream of the same order
+            scale_embedding=True,
+        ),
+        "NormFormer (Shleifer et al. 2021): Pre-LN plus a LayerNorm after attention, head-wise "
+        "scaling of the attention output and a LayerNorm after the MLP activation",
+        "Shleifer et al. 2021, §2",
     ),
 }
+BLOCK_TYPES = tuple(BLOCKS)
+#: The fields each block type implies (`BLOCKS[name].preset`).
+BLOCK_PRESETS: dict[str, dict] = {name: block.preset for name, block in BLOCKS.items()}
 
 _CHOICES = {
     "block_type": BLOCK_TYPES,
@@ -576,4 +619,4 @@ def _choice_error(name: str, value, allowed) -> str:
     return f"SimplifiedConfig.{name}={value!r} is not valid; allowed values: {', '.join(map(repr, allowed))}."
 
 
-__all__ = ["SimplifiedConfig", "BLOCK_TYPES", "BLOCK_PRESETS", "check_type"]
+__all__ = ["SimplifiedConfig", "BlockType", "BLOCKS", "BLOCK_TYPES", "BLOCK_PRESETS", "check_type"]

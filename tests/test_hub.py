@@ -26,7 +26,7 @@ from modeling_simplified import (
     SimplifiedForSequenceClassification,
     SimplifiedModel,
 )
-from modeling_simplified.configuration_simplified import AUTO_MAP, BLOCK_PRESETS, __version__
+from modeling_simplified.configuration_simplified import AUTO_MAP, BLOCK_PRESETS, BLOCKS, __version__
 from modeling_simplified.hub_cards import card as card_mod
 from modeling_simplified.hub_cards.export import ExportError, export_model
 from modeling_simplified.hub_cards.export import main as export_main
@@ -463,7 +463,7 @@ def test_card_tags_and_summary_agree_with_the_fields(tmp_path, name, config):
     if named is not None:  # the named block's preset has exactly these structural fields
         preset = SimplifiedConfig(block_type=named)
         assert card_mod.block_structure(preset) == card_mod.block_structure(config)
-        assert summary == card_mod.BLOCK_SUMMARIES[named]
+        assert summary == BLOCKS[named].summary
     assert f"A `{named or 'custom'}` transformer" in text and summary in text
     if name in BLOCK_TYPES:
         assert named == name

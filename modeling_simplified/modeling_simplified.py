@@ -1087,8 +1087,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         if position_ids is None:
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 
-        # packed sequences (padding-free batches: no mask, given positions restarting at 0): the mask keeps attention
-        # within each sequence (checked only for given positions: the check reads them on the host)
+        # packed rows (no mask, given positions restarting at 0; read on the host): attention stays in each sequence
         sequence_ids = None
         if (
             given_positions
@@ -1099,14 +1098,12 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         ):
             sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
         mask_fn = create_causal_mask if causal else create_bidirectional_mask
-        # no `position_ids` for the mask: packed rows are `sequence_ids`' concern, and transformers' own detection
-        # would re-index our `and_mask_function` by position
+        # no `position_ids` for the mask: transformers' own packed-row detection would re-index `and_mask_function`
         mask_kwargs = {CACHE_FIELD: cache} if causal else {}
         if sequence_ids is not None:
             mask_kwargs["and_mask_function"] = packed_sequence_mask_function(sequence_ids)
         mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)
-        # shaped attention's C·X as a running mean needs this call to hold every key: nothing cached before it (a
-        # static cache's length is a tensor: not read here), one sequence a row
+        # C·X as a running mean needs this call to hold every key: none cached before it, one sequence a row
         running_mean = None
         if (
             (cache is None or isinstance(cache, Cache))

@@ -1,5 +1,6 @@
 """The performance kernels of the simplified-transformers model (`modeling_simplified.py` calls them by name): each
-computes exactly what its plain-torch composite computes, with fewer saved activations, temporaries or kernel calls.
+computes what a plain-torch composite computes (to float rounding), with fewer saved activations, temporaries or
+kernel calls.
 
 - `rms_norm`: RMSNorm on the CPU, one saved activation and one fused reduction per pass.
 - `running_sum`: prefix sums over the tokens, the causal running mean of eq. 5's centring term `C·X`.
@@ -74,9 +75,8 @@ SCAN_BLOCK = 32
 def running_sum(x: torch.Tensor) -> torch.Tensor:
     """Prefix sums over the tokens of `x` `(B, T, F)`, as a blocked scan: inside blocks of `SCAN_BLOCK` tokens one
     small lower-triangular matmul, across blocks the running sum of the block totals (recursively). Same result as
-    `x.cumsum(1)`, whose eager CPU kernel along a non-last dimension is much slower. Traced
-    (`torch.compile`, `torch.export`, ONNX) it is `cumsum`: the scan's branches on the length would be specialised to
-    the sample's."""
+    `x.cumsum(1)`, whose eager CPU kernel along a non-last dimension is much slower. Traced (`torch.compile`,
+    `torch.export`, ONNX) it is `cumsum`: the scan's branches on the length would be specialised to the sample's."""
     if is_torchdynamo_compiling():
         return x.cumsum(1)
     batch, length, features = x.shape

@@ -2,8 +2,8 @@
 
 `export_model(model, output_dir, tokenizer=None, run_info=None)` writes `model.safetensors`, `config.json` (whose
 `auto_map` names every Auto class, as every `save_pretrained` of the family writes it), `generation_config.json`
-(causal LM), the flat custom-code files `configuration_simplified.py` and `modeling_simplified.py`, the tokenizer
-files, `README.md` (the model card) and the loss-curve PNG when given. CLI: `simplified-export CHECKPOINT_DIR OUT_DIR` (or `python -m
+(causal LM), the flat custom-code files (`CODE_FILES`: the configuration, the modeling file and its sibling
+modules), the tokenizer files, `README.md` (the model card) and the loss-curve PNG when given. CLI: `simplified-export CHECKPOINT_DIR OUT_DIR` (or `python -m
 modeling_simplified.hub_cards.export`).
 """
 
@@ -26,7 +26,14 @@ import modeling_simplified.modeling_simplified as modeling
 
 from .card import CARD_MARKER, HEADS, render_card, validate_run_info
 
-CODE_FILES = ("configuration_simplified.py", "modeling_simplified.py")
+#: The shipped custom code: the modeling file and every sibling it imports (save_pretrained copies them all).
+CODE_FILES = (
+    "configuration_simplified.py",
+    "modeling_simplified.py",
+    "kernels_simplified.py",
+    "compat_simplified.py",
+    "tensor_parallel_simplified.py",
+)
 LOSS_CURVE_NAME = "loss_curve.png"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json")
@@ -112,7 +119,8 @@ def _check_output_dir(output_dir: Path) -> None:
 
 
 def _check_code_files(folder: Path) -> None:
-    """The shipped code must be exactly the two flat modules, importing each other by sibling imports only."""
+    """The shipped code must be exactly the flat modules of `CODE_FILES`, importing each other by sibling imports
+    only."""
     shipped = sorted(p.name for p in folder.glob("*.py"))
     if shipped != sorted(CODE_FILES):
         raise ExportError(f"the export holds code files {shipped}, expected exactly {list(CODE_FILES)}.")

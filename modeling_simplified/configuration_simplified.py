@@ -565,8 +565,7 @@ class SimplifiedConfig(PreTrainedConfig):
     def base_model_tp_plan(self) -> dict[str, str]:
         """The tensor-parallel plan of the base model (`from_pretrained(..., tp_plan="auto")`), for the modules this
         config builds: heads are split between the ranks. The `simplified_*` styles are defined and registered in
-        `modeling_simplified` (section "Tensor parallelism"), which also refuses what cannot be sharded; see
-        docs/tensor_parallel.md."""
+        `tensor_parallel_simplified`, which also refuses what cannot be sharded; see docs/tensor_parallel.md."""
         plan = {
             "embed_tokens": "embedding_rowwise",
             # [W^Q; W^K(; W^V)]: each part colwise, so a rank holds its heads' rows of every part

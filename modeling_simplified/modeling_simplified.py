@@ -2,8 +2,14 @@
 
 One concept per module: gains, norms, positions, the value/projection matrices (identity, linear, or eq. 6
 reparameterisation), shaped attention (eq. 5) on top of transformers' attention interface, sequential (eq. 1) and
-parallel (eq. 7) blocks, and the heads. Shipped to the Hub as custom code: sibling imports only. "The authors'
-code" is the paper's released code, https://github.com/bobby-he/simplified_transformers.
+parallel (eq. 7) blocks, and the heads. "The authors' code" is the paper's released code,
+https://github.com/bobby-he/simplified_transformers.
+
+Shipped to the Hub as custom code with its siblings, imported by single-dot sibling imports only:
+`configuration_simplified.py` (the config), `kernels_simplified.py` (the performance kernels this file calls by
+name: the CPU RMSNorm, the running sum, eq. 5's combination, the fused head and loss), `compat_simplified.py` (the
+shims for older transformers releases and older checkpoints) and `tensor_parallel_simplified.py` (the tensor-parallel
+styles).
 """
 
 import copy
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from torch import nn
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
@@ -33,48 +40,18 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.utils import can_return_tuple, is_torchdynamo_compiling
-from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
+from .compat_simplified import CACHE_FIELD, ScalarGainCheckpoints, cache_argument, max_cache_length
 from .configuration_simplified import GATED_ACTIVATIONS, SimplifiedConfig
-
-# Feature detection for the supported transformers range (>= MIN_TRANSFORMERS_VERSION, checked on import of the
-# configuration module): a cache's capacity is `get_max_cache_shape()` up to 5.10 at least, `get_max_length()` from 5.14.
-_CACHE_MAX_LENGTH = "get_max_length" if hasattr(Cache, "get_max_length") else "get_max_cache_shape"
-# 5.24 renamed the cache, as a forward argument and an output field, from `past_key_values` to `cache` (the old name
-# warns there). `generate` and gradient checkpointing use the installed release's name, `CACHE_FIELD`; the public
-# forwards take both names, the outputs carry the installed one.
-CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
-
-
-def _cache_renamed(forward: Callable) -> Callable:
-    """From 5.24, where the cache is `cache`, a forward called with `past_key_values` warns as native models' forwards
-    do (`deprecate_kwarg`), and both names at once are refused; before it, `past_key_values` is the name `generate`
-    passes, and nothing warns."""
-    if CACHE_FIELD != "cache":
-        return forward
-    return deprecate_kwarg("past_key_values", "5.40.0", new_name="cache", raise_if_both_names=True)(forward)
-
-
-def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
-    """The cache passed as `cache` or under its name before transformers 5.24, `past_key_values`."""
-    if cache is not None and past_key_values is not None:
-        raise ValueError("Pass the cache once: as `cache` or as `past_key_values` (its older name), not both.")
-    return past_key_values if cache is None else cache
+from .kernels_simplified import TiedHeadGradient, linear_cross_entropy, rms_norm, running_sum, shaped_combination
+from .tensor_parallel_simplified import check_tensor_parallel
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Gains and skips
 # ----------------------------------------------------------------------------------------------------------------
-def _upgrade_scalars(state_dict: dict, prefix: str, names: tuple[str, ...]) -> None:
-    """Checkpoints written before version 0.2 stored the scalar gains as 0-dim tensors; they are shape `(1,)` now."""
-    for name in names:
-        value = state_dict.get(prefix + name)
-        if isinstance(value, torch.Tensor) and value.dim() == 0:
-            state_dict[prefix + name] = value.reshape(1)
-
-
 class Gain(nn.Module):
     """A gain `g·x` (βSA, βFF, NormFormer's ResScale λ): a scalar (shape `(1,)`) or a vector, trainable or fixed.
 
@@ -87,10 +64,6 @@ class Gain(nn.Module):
         super().__init__()
         self.init_value = float(init_value)
         self.weight = nn.Parameter(torch.full(shape, self.init_value), requires_grad=trainable)
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        _upgrade_scalars(state_dict, prefix, ("weight",))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _gain(self) -> torch.Tensor:
         return self.weight
@@ -151,52 +124,14 @@ def build_gain(init_value: float, trainable: bool) -> nn.Module:
     return Gain(init_value, trainable=trainable)
 
 
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """`weight·x/sqrt(mean(x²) + eps)` in at least float32 (as `F.rms_norm`), and the `1/sqrt(·)` it used."""
-    x32 = x.to(torch.promote_types(x.dtype, torch.float32))
-    rstd = torch.linalg.vector_norm(x32, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
-    y = x32 * rstd
-    y = y if weight is None else y.mul_(weight)
-    return y.to(x.dtype), rstd
-
-
-class _RMSNormFunction(torch.autograd.Function):
-    """`weight·x/sqrt(mean(x²) + eps)` with one saved activation (`x`; the composite op also keeps `x/rms`) and one
-    fused reduction (`vector_norm`) per pass. On the CPU, where `F.rms_norm` is that composite, it is the faster
-    and smaller of the two; the backward is `rstd·(g − x̂·mean(g·x̂))`, `g = grad·weight`, `x̂ = x·rstd`."""
-
-    @staticmethod
-    def forward(ctx, x, weight, eps: float):
-        y, rstd = _rms_norm(x, weight, eps)
-        ctx.save_for_backward(x, rstd, weight)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, rstd, weight = ctx.saved_tensors
-        x_hat = x.to(rstd.dtype) * rstd
-        grad = grad.to(rstd.dtype)
-        grad_weight = None
-        if weight is not None and ctx.needs_input_grad[1]:
-            grad_weight = (grad * x_hat).flatten(0, -2).sum(0).to(weight.dtype)
-        g = grad if weight is None else grad * weight
-        dot = (g * x_hat).mean(-1, keepdim=True)
-        grad_x = x_hat.mul_(dot).neg_().add_(g).mul_(rstd)
-        return grad_x.to(x.dtype), grad_weight, None
-
-
 class RMSNorm(nn.RMSNorm):
-    """`nn.RMSNorm` (same parameters and result) computed by `_RMSNormFunction` on the CPU, or without autograd by
-    `_rms_norm` directly (a decoding step's norm costs a few µs of arithmetic and more in an autograd Function's
-    call); elsewhere torch's own (fused on CUDA)."""
+    """`nn.RMSNorm` (same parameters and result), on the CPU computed by the `rms_norm` kernel; elsewhere torch's own
+    (fused on CUDA)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type != "cpu":
             return super().forward(x)
-        eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
-        if torch.is_grad_enabled() and (x.requires_grad or (self.weight is not None and self.weight.requires_grad)):
-            return _RMSNormFunction.apply(x, self.weight, eps)
-        return _rms_norm(x, self.weight, eps)[0]
+        return rms_norm(x, self.weight, torch.finfo(x.dtype).eps if self.eps is None else self.eps)
 
 
 class RMSNormEpsOutside(nn.RMSNorm):
@@ -413,10 +348,6 @@ class ReparamLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(dim)) if config.attention_bias else None
         _freeze_bias(self, config)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        _upgrade_scalars(state_dict, prefix, ("alpha", "beta"))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
     def initial_matrix(self) -> torch.Tensor:
         """`W_init` as `reparam_init` defines it (on the CPU, float32)."""
         if self.init_kind == "identity":
@@ -539,7 +470,7 @@ class RunningMean:
     """`C·X` of eq. 5 without an attention call, for a forward that holds every key itself (nothing cached before it,
     one sequence per row): query i averages the real keys up to itself (causal) or all real keys (bidirectional).
     `key_mask`: the caller's `(B, T)` padding mask (1 = real token), None when every token is real. O(T) time and
-    memory: at the paper's shape about 4× faster than the zero-query attention call it equals (docs/speed.md)."""
+    memory, where the zero-query attention call it equals is O(T²)."""
 
     key_mask: torch.Tensor | None
 
@@ -562,31 +493,6 @@ class RunningMean:
         return (sums / counts.clamp(min=1)[:, :, None]).view(batch, -1, heads, dim).to(values.dtype)
 
 
-#: Tokens per block of `running_sum`'s blocked scan.
-SCAN_BLOCK = 32
-
-
-def running_sum(x: torch.Tensor) -> torch.Tensor:
-    """Prefix sums over the tokens of `x` `(B, T, F)`, as a blocked scan: inside blocks of `SCAN_BLOCK` tokens one
-    small lower-triangular matmul, across blocks the running sum of the block totals (recursively). Same result as
-    `x.cumsum(1)`, whose eager CPU kernel along a non-last dimension is an order of magnitude slower. Traced
-    (`torch.compile`, `torch.export`, ONNX) it is `cumsum`: the scan's branches on the length would be specialised to
-    the sample's."""
-    if is_torchdynamo_compiling():
-        return x.cumsum(1)
-    batch, length, features = x.shape
-    block = min(SCAN_BLOCK, length)
-    if length % block:
-        return running_sum(F.pad(x, (0, 0, 0, -length % block)))[:, :length]
-    blocks = x.view(batch, -1, block, features)
-    triangle = torch.ones(block, block, device=x.device, dtype=x.dtype).tril()
-    sums = torch.matmul(triangle, blocks)  # (B, blocks, block, F): the sums within each block
-    if blocks.shape[1] > 1:
-        totals = blocks.sum(2)  # (a reduction: its backward is a broadcast, no zero-filled gradient)
-        sums = sums + (running_sum(totals) - totals)[:, :, None]  # plus the totals of the blocks before
-    return sums.view(batch, length, features)
-
-
 class SoftmaxMixing(nn.Module):
     """Plain attention: the output of the attention interface as is."""
 
@@ -603,49 +509,6 @@ class HeadGain(Gain):
 
     def _gain(self) -> torch.Tensor:
         return self.weight[:, None]
-
-
-class _ShapedCombination(torch.autograd.Function):
-    """`α·X + β·A(X)·X − γ·C·X` (eq. 5) from its per-head terms `(B, T, H, D)` (`C·X` may be `(B, 1, H, D)`, shared by
-    the queries; `None` without centring) and gains `(H, 1)` or `(1, 1)`. One product and two in-place `addcmul`s
-    forward; backward, each gain's gradient is one per-head dot product (autograd's composite of `Gain` makes a
-    product, a reduction and a broadcast per gain, about 2.5 ms of a 4.3 ms layer at the CodeParrot shape). Saves a
-    term only for its gain's gradient and a gain only for its term's (frozen gains keep no activation)."""
-
-    generate_vmap_rule = True  # torch.func.vmap (per-sample gradients); forward-mode AD is not supported
-
-    @staticmethod
-    def forward(values, attended, centred, alpha, beta, gamma):
-        out = values * alpha
-        out.addcmul_(attended, beta)
-        if centred is not None:
-            out.addcmul_(centred, gamma, value=-1.0)
-        return out
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        terms, gains, needs = inputs[:3], inputs[3:], ctx.needs_input_grad
-        ctx.input_meta = [None if t is None else (t.shape, t.dtype) for t in inputs]
-        ctx.save_for_backward(
-            *(term if needs[3 + i] else None for i, term in enumerate(terms)),
-            *(gain if needs[i] else None for i, gain in enumerate(gains)),
-        )
-
-    @staticmethod
-    def backward(ctx, grad):
-        saved = ctx.saved_tensors  # (unpacked once: checkpointing's recomputation allows no second unpack)
-        needs, grads = ctx.needs_input_grad, [None] * 6
-        exact = grad.to(torch.promote_types(grad.dtype, torch.float32))  # the gains' sums over B·T·D in float32
-        for i, sign in enumerate((1.0, 1.0, -1.0)):
-            term, gain = saved[i], saved[3 + i]
-            if needs[i]:
-                shape, dtype = ctx.input_meta[i]
-                grads[i] = (grad * (sign * gain)).sum_to_size(shape).to(dtype)
-            if needs[3 + i]:
-                dots = torch.linalg.vecdot(exact, term.to(exact.dtype)).sum((0, 1))  # (H,)
-                shape, dtype = ctx.input_meta[3 + i]
-                grads[3 + i] = (sign * dots[:, None]).sum_to_size(shape).to(dtype)
-        return tuple(grads)
 
 
 class ShapedMixing(nn.Module):
@@ -677,11 +540,9 @@ class ShapedMixing(nn.Module):
             values = repeat_kv(values, self.num_key_value_groups)
             return (weights @ values.to(weights.dtype)).transpose(1, 2).to(values.dtype), weights
         values = repeat_kv(current_values, self.num_key_value_groups).transpose(1, 2)
+        # the gains are called, never read: accelerate's offload hooks load weights when a module runs
         gamma = None if self.gamma is None else self.gamma()
-        # the gains are called, never read: accelerate's offload hooks load weights when a module runs. Without
-        # autograd (decoding), the arithmetic runs without the Function: its call would cost more than the arithmetic
-        combine = _ShapedCombination.apply if torch.is_grad_enabled() else _ShapedCombination.forward
-        return combine(values, attn_output, centre, self.alpha(), self.beta(), gamma), None
+        return shaped_combination(values, attn_output, centre, self.alpha(), self.beta(), gamma), None
 
     def effective_weights(self, attn_weights, centre_weights, query_start):
         """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix."""
@@ -887,7 +748,7 @@ def _output_init_std(config: SimplifiedConfig) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 # Models
 # ----------------------------------------------------------------------------------------------------------------
-class SimplifiedPreTrainedModel(PreTrainedModel):
+class SimplifiedPreTrainedModel(ScalarGainCheckpoints, PreTrainedModel):
     config_class = SimplifiedConfig
     config: SimplifiedConfig
     base_model_prefix = "model"
@@ -967,19 +828,6 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
             model.get_parameter(name).requires_grad_(False)
         return (model, info) if output_loading_info else model
 
-    @staticmethod
-    def _load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kwargs):
-        """transformers' loader, which also reads checkpoints written before version 0.2: their 0-dim gains (βSA, βFF,
-        αV, βV) load as the `(1,)` tensors they are now (only such a checkpoint is read here first; the model itself
-        has no 0-dim tensor, so any 0-dim tensor of a checkpoint is one of these gains)."""
-        if state_dict is None and checkpoint_files and _has_scalar_tensors(checkpoint_files):
-            from safetensors.torch import load_file
-
-            state_dict = {k: v for f in checkpoint_files for k, v in load_file(f).items()}
-        if state_dict is not None and any(v.dim() == 0 for v in state_dict.values()):
-            state_dict = {k: v.reshape(1) if v.dim() == 0 else v for k, v in state_dict.items()}
-        return PreTrainedModel._load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kwargs)
-
     def _resolve_parallel_plans(self, distributed_config):
         """transformers' plan resolution, after refusing (one `ValueError`) a config that cannot be sharded."""
         if (getattr(distributed_config, "tp_size", None) or 1) > 1:
@@ -995,29 +843,22 @@ class SimplifiedPreTrainedModel(PreTrainedModel):
         token embedding, the embedding is looked up here, so that its backward adds to the head's weight gradient
         (`TiedHeadGradient`); otherwise as given, and `tied` is None."""
         embedding = self.model.embed_tokens
-        if not (fused and inputs_embeds is None and TiedHeadGradient.applies(embedding, head, input_ids)):
+        own_lookup = type(embedding) in (nn.Embedding, ScaledEmbedding)  # (a subclass's forward would be skipped)
+        if not (
+            fused and inputs_embeds is None and own_lookup and TiedHeadGradient.applies(embedding, head, input_ids)
+        ):
             return input_ids, inputs_embeds, None
         tied = TiedHeadGradient()
-        return None, tied.embed(embedding, input_ids), tied
+        inputs_embeds = tied.embed(embedding, input_ids)
+        if isinstance(embedding, ScaledEmbedding):
+            inputs_embeds = inputs_embeds * embedding.embed_scale
+        return None, inputs_embeds, tied
 
     def initialize_weights(self):
         """Per-module init (`_init_weights`), then the cross-layer ties of eq. 6's W_init, which no single module
         can do (and transformers skips parameter-free modules in custom code)."""
         super().initialize_weights()
         _tie_reparam_inits(self.base_model, self.config)
-
-
-def _has_scalar_tensors(checkpoint_files: list[str]) -> bool:
-    """Whether a safetensors checkpoint holds a 0-dim tensor (read from the files' headers only)."""
-    if not all(str(f).endswith(".safetensors") for f in checkpoint_files):
-        return False
-    from safetensors import safe_open
-
-    for file in checkpoint_files:
-        with safe_open(file, "pt") as handle:
-            if any(not handle.get_slice(key).get_shape() for key in handle.keys()):
-                return True
-    return False
 
 
 def _unset(t: torch.Tensor) -> bool:
@@ -1064,8 +905,6 @@ def _refuse_unmatched_file(cls, source, kwargs: dict):
     path = os.path.join(source, "model.safetensors")
     if not os.path.isfile(path):
         return
-    from safetensors import safe_open
-
     try:
         with safe_open(path, framework="pt") as weights:
             keys = list(weights.keys())
@@ -1212,7 +1051,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding):
         self.embed_tokens = value
 
-    @_cache_renamed
+    @cache_argument
     @merge_with_config_defaults
     @capture_outputs
     def forward(
@@ -1227,11 +1066,11 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         past_key_values: Cache | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast:
+        r"""past_key_values: the older name of `cache` (`cache_argument` passes it on as `cache`)."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("SimplifiedModel.forward: pass exactly one of input_ids or inputs_embeds.")
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
-        cache = _one_cache(cache, past_key_values)
         causal = self.is_causal
         _check_call_causality(kwargs.get("is_causal"), causal, attention_mask)
         if use_cache and causal and cache is None:
@@ -1248,8 +1087,7 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         if position_ids is None:
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 
-        # packed sequences (padding-free batches: no mask, given positions restarting at 0): the mask keeps attention
-        # within each sequence (checked only for given positions: the check reads them on the host)
+        # packed rows (no mask, given positions restarting at 0; read on the host): attention stays in each sequence
         sequence_ids = None
         if (
             given_positions
@@ -1260,15 +1098,12 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         ):
             sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
         mask_fn = create_causal_mask if causal else create_bidirectional_mask
-        # no `position_ids` for the mask: transformers reads them only to detect packed rows, which `sequence_ids`
-        # covers, and from 5.23 its detection re-indexes every mask function by position, our `and_mask_function`
-        # too, which then looked up the wrong tokens' sequence ids (training on packed rows, without a cache)
+        # no `position_ids` for the mask: transformers' own packed-row detection would re-index `and_mask_function`
         mask_kwargs = {CACHE_FIELD: cache} if causal else {}
         if sequence_ids is not None:
             mask_kwargs["and_mask_function"] = packed_sequence_mask_function(sequence_ids)
         mask = mask_fn(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **mask_kwargs)
-        # shaped attention's C·X as a running mean needs this call to hold every key: nothing cached before it (a
-        # static cache's length is a tensor: not read here), one sequence a row
+        # C·X as a running mean needs this call to hold every key: none cached before it, one sequence a row
         running_mean = None
         if (
             (cache is None or isinstance(cache, Cache))
@@ -1302,175 +1137,6 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         return BaseModelOutputWithPast(last_hidden_state=self.norm(hidden_states), **{CACHE_FIELD: cache})
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Loss: the LM head and cross-entropy fused, a chunk of rows at a time
-# ----------------------------------------------------------------------------------------------------------------
-LOSS_CHUNK_ELEMENTS = 1 << 23  # logits per chunk (32 MB in float32): a few hundred rows at a 50K vocabulary
-
-
-class LinearCrossEntropy(torch.autograd.Function):
-    """Summed cross-entropy of `x·Wᵀ + b` against `targets`, a chunk of rows at a time, so that neither the
-    `(rows, vocab)` logits nor their gradient ever exist whole. The loss is a scalar, so each chunk's gradients
-    (softmax − one-hot, times W and times x) are computed in the forward pass and backward only scales them: the
-    same three GEMMs as an unfused head, and no vocabulary-sized temporaries (Liger-Kernel's fused linear
-    cross-entropy, in plain torch)."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, targets, grad_enabled: bool, tied: "TiedHeadGradient | None" = None):
-        # (`needs_input_grad` says True under `torch.no_grad()` too: the caller's grad mode decides)
-        need_x, need_w, need_b = (need and grad_enabled for need in ctx.needs_input_grad[:3])
-        ctx.tied = tied
-        chunk = min(x.shape[0], max(1, LOSS_CHUNK_ELEMENTS // weight.shape[0]))
-        # one logits buffer for every chunk, the softmax and its gradient computed in it in place: fresh
-        # vocabulary-sized tensors cost their page faults on every chunk, the GEMMs' time again on a CPU
-        logits_buffer = x.new_empty(chunk, weight.shape[0])
-        work_buffer = logits_buffer if x.dtype == torch.float32 else logits_buffer.float()
-        loss = torch.zeros((), dtype=torch.float32, device=x.device)
-        grad_x = torch.empty_like(x) if need_x else None
-        # zero-filled before the GEMMs: first-touch page faults inside a multithreaded GEMM cost it twice a fill
-        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if need_w else None
-        grad_b = torch.zeros_like(bias, dtype=torch.float32) if need_b else None
-        for start in range(0, x.shape[0], chunk):
-            rows, target = x[start : start + chunk], targets[start : start + chunk, None]
-            logits, z = logits_buffer[: rows.shape[0]], work_buffer[: rows.shape[0]]
-            if bias is None:
-                torch.mm(rows, weight.t(), out=logits)
-            else:
-                torch.addmm(bias, rows, weight.t(), out=logits)
-            if z is not logits:
-                z.copy_(logits)
-            picked, peak = z.gather(1, target), z.amax(1, keepdim=True)
-            total = z.sub_(peak).exp_().sum(1, keepdim=True)  # z = exp(logits − max)
-            loss += (total.log() + peak - picked).sum()  # −log softmax at the targets
-            if not (need_x or need_w or need_b):
-                continue
-            grad = z.div_(total)  # d loss / d logits = softmax − one-hot
-            grad.scatter_add_(1, target, torch.full_like(picked, -1.0))
-            if need_b:
-                grad_b += grad.sum(0)
-            if z is not logits:
-                grad = logits.copy_(grad)
-            if need_x:
-                torch.mm(grad, weight, out=grad_x[start : start + chunk])
-            if need_w:
-                grad_w.addmm_(grad.t().float(), rows.float())
-        ctx.grads = (
-            grad_x,
-            None if grad_w is None else grad_w.to(weight.dtype),
-            None if grad_b is None else grad_b.to(bias.dtype),
-        )
-        return loss
-
-    @staticmethod
-    def backward(ctx, grad_loss):
-        grads, ctx.grads = ctx.grads, None  # ours alone: scaled in place, no vocabulary-sized copy
-        grad_x, grad_w, grad_b = (None if g is None else g.mul_(grad_loss.to(g.dtype)) for g in grads)
-        if ctx.tied is not None and grad_w is not None:  # the token embedding's backward adds its rows and returns it
-            ctx.tied.grad, grad_w = grad_w, None
-        return grad_x, grad_w, grad_b, None, None, None
-
-
-class TiedHeadGradient:
-    """The tied head's weight gradient, handed from the fused loss's backward to the token embedding's: the
-    embedding adds its rows to it in place and returns the sum as the weight's one gradient. Without this, the
-    embedding's backward zero-fills a vocabulary-sized gradient of its own (150 MB at 50257×768, freshly mapped:
-    over 0.2 s of page faults a step on a CPU) that autograd then adds to the head's."""
-
-    def __init__(self):
-        self.grad: torch.Tensor | None = None
-
-    @staticmethod
-    def applies(embedding: nn.Module, head: nn.Module, input_ids: torch.Tensor | None) -> bool:
-        """Token ids through our own embedding lookup (no `max_norm`, dense, unscaled by frequency) whose weight is
-        the head's, in an eager pass that records gradients. Not where something else runs with the module: hooks
-        (the Trainer's NEFTune noise, PEFT's `enable_input_require_grads`) or a wrapped forward (accelerate's
-        offloading), which the lookup here would skip."""
-        return (
-            input_ids is not None
-            and torch.is_grad_enabled()
-            and not is_torchdynamo_compiling()
-            and type(embedding) in (nn.Embedding, ScaledEmbedding)
-            and "forward" not in vars(embedding)
-            and not (embedding._forward_hooks or embedding._forward_pre_hooks)
-            and not (nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
-            and embedding.weight is head.weight
-            and embedding.weight.requires_grad
-            and embedding.max_norm is None
-            and not (embedding.sparse or embedding.scale_grad_by_freq)
-        )
-
-    def embed(self, embedding: nn.Embedding, input_ids: torch.Tensor) -> torch.Tensor:
-        """`embedding(input_ids)`, with the head's gradient added in its backward."""
-        out = _EmbeddingWithTiedHead.apply(input_ids, embedding.weight, embedding.padding_idx, self)
-        return out * embedding.embed_scale if isinstance(embedding, ScaledEmbedding) else out
-
-
-class _EmbeddingWithTiedHead(torch.autograd.Function):
-    """`F.embedding` whose weight gradient is the tied head's (`TiedHeadGradient`) plus the looked-up rows' (the
-    padding row excluded, as `nn.Embedding`), summed in place; a zero-filled one only if the head gave none."""
-
-    @staticmethod
-    def forward(ctx, input_ids, weight, padding_idx: int | None, tied: TiedHeadGradient):
-        ctx.save_for_backward(input_ids)
-        ctx.padding_idx, ctx.tied, ctx.weight_shape = padding_idx, tied, weight.shape
-        return F.embedding(input_ids, weight, padding_idx)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (input_ids,) = ctx.saved_tensors
-        head, ctx.tied.grad = ctx.tied.grad, None
-        if head is None:
-            total = grad.new_zeros(ctx.weight_shape)
-        elif head.shape[0] == ctx.weight_shape[0]:
-            total = head
-        else:  # the head predicts only the vocabulary, not its padded rows
-            total = grad.new_zeros(ctx.weight_shape)
-            total[: head.shape[0]] = head
-        rows, grad = input_ids.reshape(-1), grad.reshape(-1, grad.shape[-1])
-        if ctx.padding_idx is not None:
-            keep = rows != ctx.padding_idx
-            rows, grad = rows[keep], grad[keep]
-        return None, total.index_add_(0, rows, grad.to(total.dtype)), None, None
-
-
-def _vocabulary_rows(t: torch.Tensor | None, vocab_size: int) -> torch.Tensor | None:
-    """The first `vocab_size` rows (a padded vocabulary's extra rows are never predicted); no slice when there are
-    no extra rows, so the gradient needs no zero-filled copy."""
-    return t if t is None or t.shape[0] == vocab_size else t[:vocab_size]
-
-
-def linear_cross_entropy(
-    hidden: torch.Tensor,
-    head: nn.Linear,
-    targets: torch.Tensor,
-    vocab_size: int,
-    transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    num_items_in_batch: torch.Tensor | int | None = None,
-    ignore_index: int = -100,
-    tied: TiedHeadGradient | None = None,
-    **kwargs,
-) -> torch.Tensor:
-    """The loss of transformers' `ForCausalLMLoss` / `ForMaskedLMLoss` (mean over the labelled tokens, or their sum
-    over `num_items_in_batch`) without the logits: only labelled rows go through `transform` and the head, and the
-    head's padded vocabulary rows are never predicted. `tied`: the embedding that shares the head's weight takes
-    the head's weight gradient from there (`TiedHeadGradient`). In a compiled graph, where selecting the labelled
-    rows has a data-dependent shape that does not trace, the logits and `F.cross_entropy` (the compiler fuses them)."""
-    weight, bias = _vocabulary_rows(head.weight, vocab_size), _vocabulary_rows(head.bias, vocab_size)
-    targets = targets.reshape(-1)
-    labelled = targets != ignore_index
-    if is_torchdynamo_compiling():
-        logits = F.linear(hidden if transform is None else transform(hidden), weight, bias).flatten(0, -2)
-        loss = F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, reduction="sum")
-    else:
-        rows = hidden.reshape(-1, hidden.shape[-1])[labelled]
-        rows = rows if transform is None else transform(rows)
-        loss = LinearCrossEntropy.apply(rows, weight, bias, targets[labelled], torch.is_grad_enabled(), tied)
-    denominator = labelled.sum() if num_items_in_batch is None else num_items_in_batch
-    if torch.is_tensor(denominator):
-        denominator = denominator.to(loss.device)
-    return loss / denominator
-
-
 class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
     _tp_plan = {"lm_head": "colwise_gather_output"}
@@ -1499,23 +1165,20 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         return super().generate(*args, **kwargs)
 
     @staticmethod
+    @cache_argument
     def create_masks_for_generate(
-        attention_mask: torch.Tensor | None = None,
-        cache: Cache | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs,
+        attention_mask: torch.Tensor | None = None, cache: Cache | None = None, **kwargs
     ) -> torch.Tensor | None:
         """With a static cache, `generate` would pre-build a 4-D mask; keep the 2-D padding mask instead (the model
         builds its mask itself, and shaped attention counts the real keys of its centring term from it), zero-padded
         to the cache's length: every decoding step then has the same input shapes, and a compiled forward never
         recompiles. Unfilled cache slots are no real keys."""
-        cache = _one_cache(cache, past_key_values)
-        max_length = getattr(cache, _CACHE_MAX_LENGTH)() if cache is not None else -1
+        max_length = max_cache_length(cache) if cache is not None else -1
         if attention_mask is None or attention_mask.dim() != 2 or max_length <= attention_mask.shape[-1]:
             return attention_mask
         return F.pad(attention_mask, (0, max_length - attention_mask.shape[-1]))
 
-    @_cache_renamed
+    @cache_argument
     @can_return_tuple
     def forward(
         self,
@@ -1533,7 +1196,7 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
     ) -> CausalLMOutputWithPast:
         r"""skip_logits: with `labels`, compute the loss without the logits (`linear_cross_entropy`; `logits` is then
         `None`). Default: in training mode; `False` returns the logits too.
-        past_key_values: the older name of `cache` (transformers before 5.24 pass it so)."""
+        past_key_values: the older name of `cache` (`cache_argument` passes it on as `cache`)."""
         if use_cache is None and labels is not None and self.training:
             use_cache = False  # a training step builds no cache (it would copy every layer's keys and values)
         if skip_logits is None:
@@ -1544,7 +1207,7 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            cache=_one_cache(cache, past_key_values),
+            cache=cache,
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             **kwargs,
@@ -1699,171 +1362,6 @@ class SimplifiedForSequenceClassification(_HeadOnLastHiddenState):
         if self.config.is_causal:
             return torch.where(real, positions, -1).amax(-1).clamp(min=0)
         return torch.where(real, positions, seq_len).amin(-1).clamp(max=seq_len - 1)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Tensor parallelism (`from_pretrained(..., tp_plan="auto")` under torchrun; the plan is
-# `SimplifiedConfig.base_model_tp_plan`, docs/tensor_parallel.md)
-# ----------------------------------------------------------------------------------------------------------------
-# A rank holds a contiguous share of the heads: its rows of W^Q, W^K, W^V (each part of the fused projection sharded
-# on its own), its per-head gains, and for identity values its heads' slice of X. W^O and W_out are rowwise
-# (all-reduce); an identity (or eq. 6) W^O instead gathers the ranks' heads, which are then slices of d. Eq. 6
-# matrices run whole on every rank (replicated, not sharded).
-try:
-    import torch.distributed as dist
-    from torch.distributed.tensor import Shard, distribute_tensor
-    from torch.distributed.tensor.placement_types import _StridedShard
-    from transformers.distributed.parallel_utils import _AllReduceBackward
-    from transformers.distributed.tensor_parallel import (
-        ALL_PARALLEL_STYLES,
-        ColwiseParallel,
-        PackedColwiseParallel,
-        ReplicatedWithGradAllReduce,
-        RowwiseParallel,
-        TensorParallelLayer,
-    )
-except ImportError:  # torch without distributed, or a transformers before `transformers.distributed.tensor_parallel`
-    ALL_PARALLEL_STYLES = None
-    TensorParallelLayer = PackedColwiseParallel = object
-
-
-def tensor_parallel_problems(config: SimplifiedConfig, tp_size: int) -> list[str]:
-    """What keeps `config` from being sharded over `tp_size` ranks (empty: it can be; one rank shards nothing)."""
-    problems = []
-    if tp_size <= 1:
-        return problems
-    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
-    if kv_heads != heads:
-        problems.append(
-            f"num_key_value_heads={kv_heads} differs from num_attention_heads={heads} (grouped-query attention: the "
-            "fused query/key/value projection's parts have unequal widths and are not sharded)"
-        )
-    if heads % tp_size:
-        problems.append(f"num_attention_heads={heads} is not divisible by tp_size={tp_size}")
-    if config.intermediate_size % tp_size:
-        problems.append(f"intermediate_size={config.intermediate_size} is not divisible by tp_size={tp_size}")
-    if config.mlp_act_norm and config.hidden_act in GATED_ACTIVATIONS:
-        problems.append(f"mlp_act_norm=True with the gated hidden_act={config.hidden_act!r}")
-    return problems
-
-
-def check_tensor_parallel(config: SimplifiedConfig, tp_size: int) -> None:
-    """Raise one `ValueError` naming every field that keeps `config` from being sharded over `tp_size` ranks."""
-    problems = tensor_parallel_problems(config, tp_size)
-    if problems:
-        raise ValueError(
-            f"Tensor parallelism over tp_size={tp_size} ranks cannot shard this SimplifiedConfig "
-            f"(block_type={config.block_type!r}): {'; '.join(problems)}. It shards every block type with multi-head "
-            "attention (num_key_value_heads == num_attention_heads) whose num_attention_heads and intermediate_size "
-            "are divisible by tp_size (and no mlp_act_norm with a gated activation); see docs/tensor_parallel.md."
-        )
-
-
-def _tp_rank_and_size(mesh) -> tuple[int, int]:
-    return mesh.get_local_rank(), mesh.size()
-
-
-def _shard_parameter(module: nn.Module, name: str, mesh, placement) -> None:
-    meta = module._parameters.get(name)
-    if meta is not None:
-        distributed = distribute_tensor(meta, mesh, [placement], src_data_rank=None)
-        module._parameters[name] = nn.Parameter(distributed, requires_grad=meta.requires_grad)
-
-
-class _GatherLastDim(torch.autograd.Function):
-    """The ranks' slices of the last dim, concatenated in rank order; backward, this rank's slice of the gradient
-    (what follows runs replicated, so every rank holds the whole, identical gradient)."""
-
-    @staticmethod
-    def forward(ctx, x, group):
-        ctx.group = group
-        parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
-        dist.all_gather(parts, x.contiguous(), group=group)
-        return torch.cat(parts, dim=-1)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.chunk(dist.get_world_size(ctx.group), dim=-1)[dist.get_rank(ctx.group)].contiguous(), None
-
-
-class PackedPartsColwise(PackedColwiseParallel):
-    """A fused projection of `parts` equal parts stacked on the output rows (`[W^Q; W^K(; W^V)]`, `[gate; up]`): each
-    part sharded colwise, so a rank's rows are its slice of every part, in order (its biases too: transformers'
-    `packed_colwise` shards a 1-D bias contiguously). `parts=None`: `out_features // in_features` (the attention
-    projections, all `d` wide). The forward splits by the local widths (`_split_parts`)."""
-
-    def __init__(self, parts: int | None = None):
-        super().__init__(split_factor=parts or 1)
-        self.parts = parts
-
-    def shard_param(self, module, param, mesh):
-        parts = self.parts or module.out_features // module.in_features
-        _shard_parameter(module, param, mesh, _StridedShard(dim=0, split_factor=parts))
-
-
-class _LinearOrWhole(TensorParallelLayer):
-    """A matrix that is a learned `Linear` (sharded by `linear_style`, transformers' own) or an identity / eq. 6 matrix,
-    which runs whole on every rank with the subclass's transforms around it."""
-
-    linear_style: TensorParallelLayer | None = None
-
-    def shard_param(self, module, param, mesh):
-        if isinstance(module, nn.Linear):
-            self.linear_style.shard_param(module, param, mesh)
-
-    def install_forward(self, module, mesh):
-        if isinstance(module, nn.Linear):
-            return self.linear_style.install_forward(module, mesh)
-        return super().install_forward(module, mesh)
-
-
-class LocalHeadsOfValues(_LinearOrWhole):
-    """Values outside the fused projection: a learned `Linear` is colwise; an identity (X itself) or eq. 6 W^V runs
-    whole on every rank and each rank keeps its heads' slice of the output (backward: the ranks' gradients summed)."""
-
-    linear_style = ColwiseParallel() if ALL_PARALLEL_STYLES is not None else None
-
-    def transform_output_post_forward(self, module, output, mesh):
-        rank, size = _tp_rank_and_size(mesh)
-        output = _AllReduceBackward.apply(output, mesh.get_group())
-        return output.chunk(size, dim=-1)[rank]
-
-
-class GatheredHeadsProjection(_LinearOrWhole):
-    """W^O: a learned `Linear` is rowwise (its input is the rank's heads, the outputs all-reduced); an identity or
-    eq. 6 W^O gets the ranks' heads gathered into the whole `d` and runs replicated."""
-
-    linear_style = RowwiseParallel() if ALL_PARALLEL_STYLES is not None else None
-
-    def transform_inputs_pre_forward(self, module, args, kwargs, mesh):
-        return (_GatherLastDim.apply(args[0], mesh.get_group()), *args[1:]), kwargs
-
-
-class PerHeadGain(TensorParallelLayer):
-    """A per-head gain or scale (`HeadGain`, `HeadScale`, shape `(H,)`): sharded by heads, used as the rank's local
-    slice. A gain shared by the heads (`(1,)`) stays replicated, its gradient summed over the ranks' heads."""
-
-    shared = ReplicatedWithGradAllReduce() if ALL_PARALLEL_STYLES is not None else None
-
-    def shard_param(self, module, param, mesh):
-        if module._parameters[param].shape[0] > 1:
-            _shard_parameter(module, param, mesh, Shard(0))
-
-    def install_forward(self, module, mesh):
-        if module.weight.shape[0] == 1:
-            return self.shared.install_forward(module, mesh)
-        return super().install_forward(module, mesh)
-
-    def should_use_local_tensors(self, module):
-        return True
-
-
-if ALL_PARALLEL_STYLES is not None:
-    ALL_PARALLEL_STYLES.register("simplified_qkv_colwise", PackedPartsColwise())
-    ALL_PARALLEL_STYLES.register("simplified_gate_up_colwise", PackedPartsColwise(parts=2))
-    ALL_PARALLEL_STYLES.register("simplified_local_heads", LocalHeadsOfValues())
-    ALL_PARALLEL_STYLES.register("simplified_gather_heads", GatheredHeadsProjection())
-    ALL_PARALLEL_STYLES.register("simplified_per_head", PerHeadGain())
 
 
 SimplifiedConfig.register_for_auto_class()

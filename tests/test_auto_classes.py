@@ -24,7 +24,13 @@ from modeling_simplified.hub_cards.export import export_model
 from modeling_simplified.hub_cards.export import main as export_main
 
 PACKAGE = Path(__file__).resolve().parents[1] / "modeling_simplified"
-SHIPPED = ("configuration_simplified.py", "modeling_simplified.py")
+SHIPPED = (
+    "configuration_simplified.py",
+    "modeling_simplified.py",
+    "kernels_simplified.py",
+    "compat_simplified.py",
+    "tensor_parallel_simplified.py",
+)
 AUTO_CLASSES = ("AutoModel", "AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModelForSequenceClassification")
 FULL_AUTO_MAP = {
     "AutoConfig": "configuration_simplified.SimplifiedConfig",

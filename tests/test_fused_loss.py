@@ -7,7 +7,7 @@ import torch
 from conftest import perturb_, tiny_config
 
 from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
-from modeling_simplified import modeling_simplified as modeling
+from modeling_simplified import kernels_simplified as kernels
 
 HEADS = {"causal": SimplifiedForCausalLM, "masked": SimplifiedForMaskedLM}
 
@@ -130,7 +130,7 @@ def test_embedding_forward_hooks_still_run_with_tied_weights():
 def test_fused_loss_with_num_items_in_batch_and_small_chunks(head, monkeypatch):
     """The summed loss over `num_items_in_batch` (the Trainer's gradient-accumulation denominator), computed over
     many chunks (one row each) and with a bias on the decoder (the masked head)."""
-    monkeypatch.setattr(modeling, "LOSS_CHUNK_ELEMENTS", 1)
+    monkeypatch.setattr(kernels, "LOSS_CHUNK_ELEMENTS", 1)
     config = tiny_config("sas_p", vocab_size=61)
     model = perturb_(HEADS[head](config)).train()
     inputs = _batch(config.vocab_size, seed=1) | dict(num_items_in_batch=torch.tensor(40))
@@ -191,13 +191,13 @@ def test_trainer_label_smoothing_uses_the_logits(tmp_path):
 def test_linear_cross_entropy_equals_float64_cross_entropy(bias, chunk_elements, monkeypatch):
     """The in-place softmax in one reused chunk buffer: loss and all three gradients equal `F.cross_entropy` on the
     logits computed in float64, for one, several and uneven chunks."""
-    monkeypatch.setattr(modeling, "LOSS_CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(kernels, "LOSS_CHUNK_ELEMENTS", chunk_elements)
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(23, 16, generator=gen, requires_grad=True)
     weight = torch.randn(37, 16, generator=gen, requires_grad=True)
     b = torch.randn(37, generator=gen, requires_grad=True) if bias else None
     targets = torch.randint(0, 37, (23,), generator=gen)
-    loss = modeling.LinearCrossEntropy.apply(x, weight, b, targets, True)
+    loss = kernels.LinearCrossEntropy.apply(x, weight, b, targets, True)
     (2.5 * loss).backward()
     leaves = [t for t in (x, weight, b) if t is not None]
     fused_grads = [t.grad.clone() for t in leaves]
@@ -217,7 +217,7 @@ def test_linear_cross_entropy_bfloat16_matches_the_logits_path():
     x = torch.randn(9, 16, generator=gen).bfloat16().requires_grad_()
     weight = torch.randn(33, 16, generator=gen).bfloat16().requires_grad_()
     targets = torch.randint(0, 33, (9,), generator=gen)
-    loss = modeling.LinearCrossEntropy.apply(x, weight, None, targets, True)
+    loss = kernels.LinearCrossEntropy.apply(x, weight, None, targets, True)
     loss.backward()
     assert loss.dtype == torch.float32 and x.grad.dtype == weight.grad.dtype == torch.bfloat16
     x_ref, w_ref = x.detach().clone().requires_grad_(), weight.detach().clone().requires_grad_()

@@ -12,7 +12,7 @@ from conftest import assert_no_warnings, perturb_, tiny_config
 from transformers import DynamicCache, StaticCache
 
 from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
-from modeling_simplified.modeling_simplified import CACHE_FIELD
+from modeling_simplified.compat_simplified import CACHE_FIELD
 
 POSITIONS = ("sinusoidal", "rotary", "learned")
 NEW_TOKENS = 20

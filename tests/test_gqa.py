@@ -7,8 +7,8 @@ from conftest import perturb_, tiny_config
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from modeling_simplified import SimplifiedForCausalLM
+from modeling_simplified.compat_simplified import CACHE_FIELD
 from modeling_simplified.conversion import llama_to_simplified, simplified_to_llama
-from modeling_simplified.modeling_simplified import CACHE_FIELD
 
 LEARNED_VALUES = ("pre_ln", "post_ln", "parallel", "normformer", "value_skipinit")
 

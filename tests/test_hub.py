@@ -28,7 +28,7 @@ from modeling_simplified import (
 )
 from modeling_simplified.configuration_simplified import AUTO_MAP, BLOCK_PRESETS, BLOCKS, __version__
 from modeling_simplified.hub_cards import card as card_mod
-from modeling_simplified.hub_cards.export import ExportError, export_model
+from modeling_simplified.hub_cards.export import CODE_FILES, ExportError, export_model
 from modeling_simplified.hub_cards.export import main as export_main
 from modeling_simplified.hub_cards.push import main as push_main
 from modeling_simplified.hub_cards.push import make_api, push_export
@@ -43,6 +43,9 @@ EXPORT_FILES = {
     "config.json",
     "configuration_simplified.py",
     "modeling_simplified.py",
+    "kernels_simplified.py",
+    "compat_simplified.py",
+    "tensor_parallel_simplified.py",
     "model.safetensors",
 }
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json"}
@@ -239,7 +242,8 @@ def test_export_folder_is_exactly_the_hub_folder(cls, tmp_path, bpe_tokenizer):
     assert f"Exported with simplified-transformers {__version__} " in (out / "README.md").read_text()
     modeling_src = (out / "modeling_simplified.py").read_text()
     assert "from .configuration_simplified import" in modeling_src
-    assert not re.search(r"^\s*(from|import)\s+modeling_simplified\b", modeling_src, re.MULTILINE)
+    for code in out.glob("*.py"):  # the modeling file and its siblings: sibling imports only
+        assert not re.search(r"^\s*(from|import)\s+modeling_simplified\b", code.read_text(), re.MULTILINE), code
     assert (out / "loss_curve.png").read_bytes() == curve.read_bytes()
     assert "![training loss curve](loss_curve.png)" in (out / "README.md").read_text()
     if cls is SimplifiedForCausalLM:
@@ -741,7 +745,7 @@ def test_push_and_load_from_the_local_hub(hub_env, tmp_path, capsys, bpe_tokeniz
     pushed = make_model(SimplifiedForCausalLM, "simplest", seed=3)
     pushed.push_to_hub("me/via-push-to-hub", token=TOKEN)
     files = {s.rfilename for s in api.model_info("me/via-push-to-hub").siblings}
-    assert {"configuration_simplified.py", "modeling_simplified.py", "config.json", "model.safetensors"} <= files
+    assert {*CODE_FILES, "config.json", "model.safetensors"} <= files
     load("push_to_hub", "me/via-push-to-hub", None, pushed, reference(pushed, tmp_path / "pushed.pt"))
 
     # errors: one line, exit status 1

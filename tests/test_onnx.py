@@ -33,7 +33,7 @@ import torch.onnx._flags as onnx_flags  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
 from modeling_simplified import BLOCK_TYPES, SimplifiedForCausalLM, SimplifiedForMaskedLM  # noqa: E402
-from modeling_simplified.modeling_simplified import running_sum  # noqa: E402
+from modeling_simplified.kernels_simplified import running_sum  # noqa: E402
 
 #: The traced sample and the shapes checked in onnxruntime: (batch, length)
 SAMPLE = (2, 17)

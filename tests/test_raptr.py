@@ -19,7 +19,8 @@ from transformers import Trainer, TrainingArguments
 from transformers.masking_utils import create_causal_mask
 
 from modeling_simplified import SimplifiedForCausalLM
-from modeling_simplified.modeling_simplified import CACHE_FIELD, LayerPlan
+from modeling_simplified.compat_simplified import CACHE_FIELD
+from modeling_simplified.modeling_simplified import LayerPlan
 from modeling_simplified.training.raptr import (
     RaptrCallback,
     RaptrSpecError,

@@ -6,7 +6,9 @@ from conftest import TINY, perturb_, tiny_config
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 
 from modeling_simplified import SimplifiedModel
-from modeling_simplified.modeling_simplified import CACHE_FIELD, RunningMean, _ShapedCombination
+from modeling_simplified.compat_simplified import CACHE_FIELD
+from modeling_simplified.kernels_simplified import _ShapedCombination
+from modeling_simplified.modeling_simplified import RunningMean
 
 SHAPED = ("value_skipinit", "sas", "sas_p", "simplest")
 PADDINGS = ("none", "left", "right")

@@ -21,13 +21,8 @@ import torch
 from conftest import perturb_, tiny_config
 
 from modeling_simplified import BLOCK_TYPES, SimplifiedForCausalLM, SimplifiedForMaskedLM
-from modeling_simplified.modeling_simplified import (
-    ALL_PARALLEL_STYLES,
-    FusedQKV,
-    QKWithValue,
-    _split_parts,
-    check_tensor_parallel,
-)
+from modeling_simplified.modeling_simplified import FusedQKV, QKWithValue, _split_parts
+from modeling_simplified.tensor_parallel_simplified import ALL_PARALLEL_STYLES, check_tensor_parallel
 
 ROOT = Path(__file__).resolve().parents[1]
 TP = 2

@@ -1,0 +1,311 @@
+"""The performance kernels of the simplified-transformers model (`modeling_simplified.py` calls them by name): each
+computes what a plain-torch composite computes (to float rounding), with fewer saved activations, temporaries or
+kernel calls.
+
+- `rms_norm`: RMSNorm on the CPU, one saved activation and one fused reduction per pass.
+- `running_sum`: prefix sums over the tokens, the causal running mean of eq. 5's centring term `C·X`.
+- `shaped_combination`: eq. 5's `α·X + β·A(X)·X − γ·C·X` from its terms, each gain's gradient one dot product.
+- `linear_cross_entropy`: the LM head and cross-entropy fused, a chunk of rows at a time (no logits), with the tied
+  head's weight gradient handed to the token embedding (`TiedHeadGradient`).
+
+Shipped to the Hub next to the modeling file: it imports only torch and transformers.
+"""
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.utils import is_torchdynamo_compiling
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# RMSNorm
+# ----------------------------------------------------------------------------------------------------------------
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """`weight·x/sqrt(mean(x²) + eps)` in at least float32 (as `F.rms_norm`), and the `1/sqrt(·)` it used."""
+    x32 = x.to(torch.promote_types(x.dtype, torch.float32))
+    rstd = torch.linalg.vector_norm(x32, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
+    y = x32 * rstd
+    y = y if weight is None else y.mul_(weight)
+    return y.to(x.dtype), rstd
+
+
+class _RMSNormFunction(torch.autograd.Function):
+    """`weight·x/sqrt(mean(x²) + eps)` with one saved activation (`x`; the composite op also keeps `x/rms`) and one
+    fused reduction (`vector_norm`) per pass; the backward is `rstd·(g − x̂·mean(g·x̂))`, `g = grad·weight`,
+    `x̂ = x·rstd`."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps: float):
+        y, rstd = _rms_norm(x, weight, eps)
+        ctx.save_for_backward(x, rstd, weight)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, rstd, weight = ctx.saved_tensors
+        x_hat = x.to(rstd.dtype) * rstd
+        grad = grad.to(rstd.dtype)
+        grad_weight = None
+        if weight is not None and ctx.needs_input_grad[1]:
+            grad_weight = (grad * x_hat).flatten(0, -2).sum(0).to(weight.dtype)
+        g = grad if weight is None else grad * weight
+        dot = (g * x_hat).mean(-1, keepdim=True)
+        grad_x = x_hat.mul_(dot).neg_().add_(g).mul_(rstd)
+        return grad_x.to(x.dtype), grad_weight, None
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """`nn.RMSNorm`'s result on the CPU, where `F.rms_norm` is a composite that saves two activations: through
+    `_RMSNormFunction` when autograd records, else by `_rms_norm` directly (an autograd Function's call would cost
+    more than a decoding step's arithmetic)."""
+    if torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)):
+        return _RMSNormFunction.apply(x, weight, eps)
+    return _rms_norm(x, weight, eps)[0]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Running sums (the causal centring term)
+# ----------------------------------------------------------------------------------------------------------------
+#: Tokens per block of `running_sum`'s blocked scan.
+SCAN_BLOCK = 32
+
+
+def running_sum(x: torch.Tensor) -> torch.Tensor:
+    """Prefix sums over the tokens of `x` `(B, T, F)`, as a blocked scan: inside blocks of `SCAN_BLOCK` tokens one
+    small lower-triangular matmul, across blocks the running sum of the block totals (recursively). Same result as
+    `x.cumsum(1)`, whose eager CPU kernel along a non-last dimension is much slower. Traced (`torch.compile`,
+    `torch.export`, ONNX) it is `cumsum`: the scan's branches on the length would be specialised to the sample's."""
+    if is_torchdynamo_compiling():
+        return x.cumsum(1)
+    batch, length, features = x.shape
+    block = min(SCAN_BLOCK, length)
+    if length % block:
+        return running_sum(F.pad(x, (0, 0, 0, -length % block)))[:, :length]
+    blocks = x.view(batch, -1, block, features)
+    triangle = torch.ones(block, block, device=x.device, dtype=x.dtype).tril()
+    sums = torch.matmul(triangle, blocks)  # (B, blocks, block, F): the sums within each block
+    if blocks.shape[1] > 1:
+        totals = blocks.sum(2)  # (a reduction: its backward is a broadcast, no zero-filled gradient)
+        sums = sums + (running_sum(totals) - totals)[:, :, None]  # plus the totals of the blocks before
+    return sums.view(batch, length, features)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Shaped attention's combination (eq. 5)
+# ----------------------------------------------------------------------------------------------------------------
+class _ShapedCombination(torch.autograd.Function):
+    """`α·X + β·A(X)·X − γ·C·X` (eq. 5) from its per-head terms `(B, T, H, D)` (`C·X` may be `(B, 1, H, D)`, shared by
+    the queries; `None` without centring) and gains `(H, 1)` or `(1, 1)`. One product and two in-place `addcmul`s
+    forward; backward, each gain's gradient is one per-head dot product (autograd's composite of `Gain` makes a
+    product, a reduction and a broadcast per gain). Saves a term only for its gain's gradient and a gain only for its
+    term's (frozen gains keep no activation)."""
+
+    generate_vmap_rule = True  # torch.func.vmap (per-sample gradients); forward-mode AD is not supported
+
+    @staticmethod
+    def forward(values, attended, centred, alpha, beta, gamma):
+        out = values * alpha
+        out.addcmul_(attended, beta)
+        if centred is not None:
+            out.addcmul_(centred, gamma, value=-1.0)
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        terms, gains, needs = inputs[:3], inputs[3:], ctx.needs_input_grad
+        ctx.input_meta = [None if t is None else (t.shape, t.dtype) for t in inputs]
+        ctx.save_for_backward(
+            *(term if needs[3 + i] else None for i, term in enumerate(terms)),
+            *(gain if needs[i] else None for i, gain in enumerate(gains)),
+        )
+
+    @staticmethod
+    def backward(ctx, grad):
+        saved = ctx.saved_tensors  # (unpacked once: checkpointing's recomputation allows no second unpack)
+        needs, grads = ctx.needs_input_grad, [None] * 6
+        exact = grad.to(torch.promote_types(grad.dtype, torch.float32))  # the gains' sums over B·T·D in float32
+        for i, sign in enumerate((1.0, 1.0, -1.0)):
+            term, gain = saved[i], saved[3 + i]
+            if needs[i]:
+                shape, dtype = ctx.input_meta[i]
+                grads[i] = (grad * (sign * gain)).sum_to_size(shape).to(dtype)
+            if needs[3 + i]:
+                dots = torch.linalg.vecdot(exact, term.to(exact.dtype)).sum((0, 1))  # (H,)
+                shape, dtype = ctx.input_meta[3 + i]
+                grads[3 + i] = (sign * dots[:, None]).sum_to_size(shape).to(dtype)
+        return tuple(grads)
+
+
+def shaped_combination(values, attended, centred, alpha, beta, gamma) -> torch.Tensor:
+    """`α·X + β·A(X)·X − γ·C·X` by `_ShapedCombination`; without autograd (decoding) its arithmetic alone, which
+    costs less than the Function's call."""
+    combine = _ShapedCombination.apply if torch.is_grad_enabled() else _ShapedCombination.forward
+    return combine(values, attended, centred, alpha, beta, gamma)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loss: the LM head and cross-entropy fused, a chunk of rows at a time
+# ----------------------------------------------------------------------------------------------------------------
+LOSS_CHUNK_ELEMENTS = 1 << 23  # logits per chunk (32 MB in float32): a few hundred rows at a 50K vocabulary
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """Summed cross-entropy of `x·Wᵀ + b` against `targets`, a chunk of rows at a time, so that neither the
+    `(rows, vocab)` logits nor their gradient ever exist whole. The loss is a scalar, so each chunk's gradients
+    (softmax − one-hot, times W and times x) are computed in the forward pass and backward only scales them: the
+    same three GEMMs as an unfused head, and no vocabulary-sized temporaries (Liger-Kernel's fused linear
+    cross-entropy, in plain torch)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, targets, grad_enabled: bool, tied: "TiedHeadGradient | None" = None):
+        # (`needs_input_grad` says True under `torch.no_grad()` too: the caller's grad mode decides)
+        need_x, need_w, need_b = (need and grad_enabled for need in ctx.needs_input_grad[:3])
+        ctx.tied = tied
+        chunk = min(x.shape[0], max(1, LOSS_CHUNK_ELEMENTS // weight.shape[0]))
+        # one logits buffer for every chunk, the softmax and its gradient computed in it in place: no fresh
+        # vocabulary-sized tensor (and its page faults) per chunk
+        logits_buffer = x.new_empty(chunk, weight.shape[0])
+        work_buffer = logits_buffer if x.dtype == torch.float32 else logits_buffer.float()
+        loss = torch.zeros((), dtype=torch.float32, device=x.device)
+        grad_x = torch.empty_like(x) if need_x else None
+        # zero-filled before the GEMMs, so that no first-touch page fault falls inside a multithreaded GEMM
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if need_w else None
+        grad_b = torch.zeros_like(bias, dtype=torch.float32) if need_b else None
+        for start in range(0, x.shape[0], chunk):
+            rows, target = x[start : start + chunk], targets[start : start + chunk, None]
+            logits, z = logits_buffer[: rows.shape[0]], work_buffer[: rows.shape[0]]
+            if bias is None:
+                torch.mm(rows, weight.t(), out=logits)
+            else:
+                torch.addmm(bias, rows, weight.t(), out=logits)
+            if z is not logits:
+                z.copy_(logits)
+            picked, peak = z.gather(1, target), z.amax(1, keepdim=True)
+            total = z.sub_(peak).exp_().sum(1, keepdim=True)  # z = exp(logits − max)
+            loss += (total.log() + peak - picked).sum()  # −log softmax at the targets
+            if not (need_x or need_w or need_b):
+                continue
+            grad = z.div_(total)  # d loss / d logits = softmax − one-hot
+            grad.scatter_add_(1, target, torch.full_like(picked, -1.0))
+            if need_b:
+                grad_b += grad.sum(0)
+            if z is not logits:
+                grad = logits.copy_(grad)
+            if need_x:
+                torch.mm(grad, weight, out=grad_x[start : start + chunk])
+            if need_w:
+                grad_w.addmm_(grad.t().float(), rows.float())
+        ctx.grads = (
+            grad_x,
+            None if grad_w is None else grad_w.to(weight.dtype),
+            None if grad_b is None else grad_b.to(bias.dtype),
+        )
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        grads, ctx.grads = ctx.grads, None  # ours alone: scaled in place, no vocabulary-sized copy
+        grad_x, grad_w, grad_b = (None if g is None else g.mul_(grad_loss.to(g.dtype)) for g in grads)
+        if ctx.tied is not None and grad_w is not None:  # the token embedding's backward adds its rows and returns it
+            ctx.tied.grad, grad_w = grad_w, None
+        return grad_x, grad_w, grad_b, None, None, None
+
+
+class TiedHeadGradient:
+    """The tied head's weight gradient, handed from the fused loss's backward to the token embedding's: the
+    embedding adds its rows to it in place and returns the sum as the weight's one gradient. Without this, the
+    embedding's backward zero-fills a vocabulary-sized gradient of its own that autograd then adds to the head's."""
+
+    def __init__(self):
+        self.grad: torch.Tensor | None = None
+
+    @staticmethod
+    def applies(embedding: nn.Embedding, head: nn.Module, input_ids: torch.Tensor | None) -> bool:
+        """Token ids through a plain embedding lookup (no `max_norm`, dense, unscaled by frequency; the caller checks
+        the module's type) whose weight is the head's, in an eager pass that records gradients. Not where something
+        else runs with the module: hooks (the Trainer's NEFTune noise, PEFT's `enable_input_require_grads`) or a
+        wrapped forward (accelerate's offloading), which the lookup here would skip."""
+        return (
+            input_ids is not None
+            and torch.is_grad_enabled()
+            and not is_torchdynamo_compiling()
+            and "forward" not in vars(embedding)
+            and not (embedding._forward_hooks or embedding._forward_pre_hooks)
+            and not (nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
+            and embedding.weight is head.weight
+            and embedding.weight.requires_grad
+            and embedding.max_norm is None
+            and not (embedding.sparse or embedding.scale_grad_by_freq)
+        )
+
+    def embed(self, embedding: nn.Embedding, input_ids: torch.Tensor) -> torch.Tensor:
+        """`F.embedding` of `embedding`'s weight, with the head's gradient added in its backward."""
+        return _EmbeddingWithTiedHead.apply(input_ids, embedding.weight, embedding.padding_idx, self)
+
+
+class _EmbeddingWithTiedHead(torch.autograd.Function):
+    """`F.embedding` whose weight gradient is the tied head's (`TiedHeadGradient`) plus the looked-up rows' (the
+    padding row excluded, as `nn.Embedding`), summed in place; a zero-filled one only if the head gave none."""
+
+    @staticmethod
+    def forward(ctx, input_ids, weight, padding_idx: int | None, tied: TiedHeadGradient):
+        ctx.save_for_backward(input_ids)
+        ctx.padding_idx, ctx.tied, ctx.weight_shape = padding_idx, tied, weight.shape
+        return F.embedding(input_ids, weight, padding_idx)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (input_ids,) = ctx.saved_tensors
+        head, ctx.tied.grad = ctx.tied.grad, None
+        if head is None:
+            total = grad.new_zeros(ctx.weight_shape)
+        elif head.shape[0] == ctx.weight_shape[0]:
+            total = head
+        else:  # the head predicts only the vocabulary, not its padded rows
+            total = grad.new_zeros(ctx.weight_shape)
+            total[: head.shape[0]] = head
+        rows, grad = input_ids.reshape(-1), grad.reshape(-1, grad.shape[-1])
+        if ctx.padding_idx is not None:
+            keep = rows != ctx.padding_idx
+            rows, grad = rows[keep], grad[keep]
+        return None, total.index_add_(0, rows, grad.to(total.dtype)), None, None
+
+
+def _vocabulary_rows(t: torch.Tensor | None, vocab_size: int) -> torch.Tensor | None:
+    """The first `vocab_size` rows (a padded vocabulary's extra rows are never predicted); no slice when there are
+    no extra rows, so the gradient needs no zero-filled copy."""
+    return t if t is None or t.shape[0] == vocab_size else t[:vocab_size]
+
+
+def linear_cross_entropy(
+    hidden: torch.Tensor,
+    head: nn.Linear,
+    targets: torch.Tensor,
+    vocab_size: int,
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    num_items_in_batch: torch.Tensor | int | None = None,
+    ignore_index: int = -100,
+    tied: TiedHeadGradient | None = None,
+    **kwargs,
+) -> torch.Tensor:
+    """The loss of transformers' `ForCausalLMLoss` / `ForMaskedLMLoss` (mean over the labelled tokens, or their sum
+    over `num_items_in_batch`) without the logits: only labelled rows go through `transform` and the head, and the
+    head's padded vocabulary rows are never predicted. `tied`: the embedding that shares the head's weight takes
+    the head's weight gradient from there (`TiedHeadGradient`). In a compiled graph, where selecting the labelled
+    rows has a data-dependent shape that does not trace, the logits and `F.cross_entropy` (the compiler fuses them)."""
+    weight, bias = _vocabulary_rows(head.weight, vocab_size), _vocabulary_rows(head.bias, vocab_size)
+    targets = targets.reshape(-1)
+    labelled = targets != ignore_index
+    if is_torchdynamo_compiling():
+        logits = F.linear(hidden if transform is None else transform(hidden), weight, bias).flatten(0, -2)
+        loss = F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, reduction="sum")
+    else:
+        rows = hidden.reshape(-1, hidden.shape[-1])[labelled]
+        rows = rows if transform is None else transform(rows)
+        loss = LinearCrossEntropy.apply(rows, weight, bias, targets[labelled], torch.is_grad_enabled(), tied)
+    denominator = labelled.sum() if num_items_in_batch is None else num_items_in_batch
+    if torch.is_tensor(denominator):
+        denominator = denominator.to(loss.device)
+    return loss / denominator

@@ -1,8 +1,6 @@
 """simplified-transformers: the simplified transformer blocks of He & Hofmann (ICLR 2024), NormFormer and friends
 as a Hugging Face Transformers model family. Importing the package registers it with the Auto classes."""
 
-from pathlib import Path
-
 from transformers import (
     AutoConfig,
     AutoModel,
@@ -11,13 +9,7 @@ from transformers import (
     AutoModelForSequenceClassification,
 )
 
-# `conversion/` and `hub_cards/` sit at the repository root and install as subpackages (pyproject package-dir).
-# When this package is imported straight from a checkout (`python -m ...` in the repository), find them there too.
-_checkout = Path(__file__).resolve().parent.parent
-if (_checkout / "pyproject.toml").is_file() and (_checkout / "hub_cards").is_dir():
-    __path__.append(str(_checkout))
-
-from .configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig, __version__
+from .configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, BLOCKS, BlockType, SimplifiedConfig, __version__
 from .modeling_simplified import (
     SimplifiedForCausalLM,
     SimplifiedForMaskedLM,
@@ -35,6 +27,8 @@ AutoModelForSequenceClassification.register(SimplifiedConfig, SimplifiedForSeque
 
 __all__ = [
     "__version__",
+    "BLOCKS",
+    "BlockType",
     "BLOCK_PRESETS",
     "BLOCK_TYPES",
     "SimplifiedConfig",

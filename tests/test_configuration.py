@@ -2,11 +2,12 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from conftest import tiny_config
 
-from modeling_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig
+from modeling_simplified import BLOCK_PRESETS, BLOCK_TYPES, BLOCKS, SimplifiedConfig
 from modeling_simplified.configuration_simplified import ACTIVATIONS
 
 # (kwargs, field the message must name). Every row must raise exactly ValueError.
@@ -154,6 +155,31 @@ def test_presets_match_block_type_table():
     )
 
 
+def _block_table(page: str) -> dict[str, dict[str, str]]:
+    """The rows of the page's block-type table (the one whose first header is `block_type`): block type -> cells."""
+    lines = (Path(__file__).resolve().parents[1] / page).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| `block_type` |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = dict(zip(header, cells))
+    return rows
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/architecture.md"])
+def test_docs_block_tables_list_every_block_type_of_blocks(page):
+    """One row per block type, in `BLOCKS` order; where the table states the source, it is `BLOCKS[...].source`
+    (optionally followed by `; ` and the equations)."""
+    rows = _block_table(page)
+    assert list(rows) == list(BLOCKS)
+    for name, row in rows.items():
+        if "source" in row:
+            assert row["source"] == BLOCKS[name].source or row["source"].startswith(BLOCKS[name].source + ";"), name
+
+
 def test_explicit_overrides_win_over_preset():
     config = SimplifiedConfig(
         block_type="sas_p", norm_type="layernorm", beta_ff_init=0.2, first_layer_value_mode="linear"
@@ -249,8 +275,6 @@ def test_conversion_fields_defaults():
 
 
 def test_every_config_field_is_listed_in_the_readme_and_the_config_guide():
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     for page in ("README.md", "docs/config.md"):
         text = (root / page).read_text()

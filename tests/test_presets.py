@@ -1,59 +1,112 @@
-"""Training presets (`configuration/*.json`): every preset loads, its model section builds a SimplifiedConfig,
-the paper settings hold, unknown keys and bad values are rejected with a message naming them."""
+"""Training presets (`configuration/<family>.json`): every preset loads, its model section builds a
+SimplifiedConfig, each is its family's preset with its row applied, the paper settings hold, unknown keys and bad
+values are rejected with a message naming them."""
 
 import copy
+import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
-from modeling_simplified import BLOCK_TYPES, SimplifiedConfig
+from modeling_simplified import BLOCK_TYPES, BLOCKS, SimplifiedConfig
+from modeling_simplified.training import presets
 from modeling_simplified.training.presets import (
+    MODEL_FIELDS,
     PRESET_DIR,
+    DataSpec,
+    TrainingRecipe,
     UsageError,
     apply_override,
+    available_families,
     available_presets,
     expand,
     load_preset,
     parse_preset,
+    preset_delta,
     switch_block_type,
 )
 
 PRESETS = available_presets()
-CRAMMED_BLOCKS = ("pre_ln", "parallel", "value_skipinit", "sas", "sas_p", "simplest")
-
-
-#: every preset as it expanded before presets became bases plus deltas: `{name: {"preset": Preset.to_dict(),
-#: "config": SimplifiedConfig.to_dict() without the version keys}}`
-EXPANSIONS = json.loads((Path(__file__).parent / "fixtures" / "preset_expansions.json").read_text())
+FAMILIES = {name: json.loads((PRESET_DIR / f"{name}.json").read_text()) for name in available_families()}
+CRAMMED_BLOCKS = tuple(FAMILIES["crammed-bert"]["presets"])
 
 
 def _raw(name: str) -> dict:
-    """The full preset dict of `configuration/<name>.json` (a delta expanded onto its base)."""
-    return expand(json.loads((PRESET_DIR / f"{name}.json").read_text()), name)
+    """The full preset dict of a named preset (its row's delta expanded onto its family)."""
+    return expand(preset_delta(name), name)
 
 
-def test_every_preset_expands_to_what_it_was():
-    """Paper text, task and model section exactly; every recipe, data and config field the fixture holds with its
-    value (a field added later, with its default, is not in the fixture)."""
-    assert PRESETS == sorted(EXPANSIONS)
-    for name in PRESETS:
-        preset = load_preset(name)
-        now = json.loads(json.dumps({"preset": preset.to_dict(), "config": preset.config().to_dict()}))
-        then = EXPANSIONS[name]
-        for key in ("paper", "task", "model"):
-            assert now["preset"][key] == then["preset"][key], (name, key)
-        for section in ("training", "data"):
-            assert {k: now["preset"][section].get(k) for k in then["preset"][section]} == then["preset"][section]
-        assert {k: now["config"].get(k) for k in then["config"]} == then["config"], name
+def _family_and_row(name: str) -> tuple[str, str]:
+    family = max((f for f in FAMILIES if name.startswith(f"{f}-")), key=len)
+    return family, name[len(family) + 1 :]
 
 
-def test_presets_are_deltas_on_one_base_per_family():
-    bases = {json.loads((PRESET_DIR / f"{name}.json").read_text())["base"] for name in PRESETS}
-    assert bases == {"codeparrot", "codeparrot-tiny", "crammed-bert", "crammed-bert-tiny", "glue"}
-    for name in PRESETS:
-        delta = json.loads((PRESET_DIR / f"{name}.json").read_text())
-        assert len(delta.get("model", {})) + len(delta.get("training", {})) <= 3 or name.startswith("glue"), name
+def test_presets_are_the_rows_of_one_table_per_family():
+    assert set(FAMILIES) == {"codeparrot", "codeparrot-tiny", "crammed-bert", "crammed-bert-tiny", "glue"}
+    names = [f"{family}-{row}" for family, table in FAMILIES.items() for row in table["presets"]]
+    assert sorted(names) == PRESETS and len(set(names)) == len(names)
+    assert all(
+        _family_and_row(f"{family}-{row}") == (family, row) for family, t in FAMILIES.items() for row in t["presets"]
+    )
+    for family, table in FAMILIES.items():
+        if family != "glue":  # a block table: block -> βFF, lr, the paper's note (and at most one more field)
+            assert set(table["presets"]) <= set(BLOCK_TYPES), family
+            for row in table["presets"].values():
+                assert "learning_rate" in row and len(set(row) - {"paper", "beta_ff_init", "learning_rate"}) <= 1
+
+
+def test_row_fields_name_one_section_each():
+    training, data = ({f.name for f in dataclasses.fields(cls)} for cls in (TrainingRecipe, DataSpec))
+    assert not (set(MODEL_FIELDS) & training or set(MODEL_FIELDS) & data or training & data)
+
+
+def test_causal_families_train_every_block_type_and_masked_ones_the_papers_table_1():
+    """CodeParrot (and its miniature): every block type of BLOCKS. Crammed BERT (Table 1): no Post-LN and no
+    NormFormer, and asking for them is refused by name."""
+    for family, table in FAMILIES.items():
+        if table["task"] == "causal-lm":
+            assert list(table["presets"]) == list(BLOCK_TYPES), family
+        if table["task"] == "masked-lm":
+            assert list(table["presets"]) == [b for b in BLOCK_TYPES if b not in ("post_ln", "normformer")], family
+            for block_type in ("post_ln", "normformer"):
+                with pytest.raises(UsageError, match=f"unknown preset '{family}-{block_type}'"):
+                    load_preset(f"{family}-{block_type}")
+    assert FAMILIES["codeparrot"]["presets"].keys() == FAMILIES["codeparrot-tiny"]["presets"].keys()
+    assert FAMILIES["crammed-bert"]["presets"].keys() == FAMILIES["crammed-bert-tiny"]["presets"].keys()
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_each_preset_is_its_family_plus_its_block_plus_its_row(name):
+    """Model config = the family's model section, then the row's model fields (`null` drops one), then for every field
+    neither sets, `BLOCKS[block].preset`; the recipe and data = the family's sections updated by the row's fields."""
+    family, row_name = _family_and_row(name)
+    table, row = FAMILIES[family], FAMILIES[family]["presets"][row_name]
+    preset = load_preset(name)
+    config = preset.config()
+    model = {**table["model"], **{k: v for k, v in row.items() if k in MODEL_FIELDS}}
+    if row_name in BLOCKS:
+        model["block_type"] = row_name
+    model = {k: v for k, v in model.items() if v is not None}
+    assert preset.model == model and preset.base == family and preset.task == table["task"]
+    for field, value in model.items():
+        assert getattr(config, field) == value, (name, field)
+    for field, value in BLOCKS[config.block_type].preset.items():
+        if field not in model and value is not None:
+            assert getattr(config, field) == value, (name, field)
+    for section, fields in (("training", preset.training), ("data", preset.data)):
+        expected = {**table.get(section, {}), **{k: v for k, v in row.items() if hasattr(fields, k)}}
+        assert {k: getattr(fields, k) for k in expected} == expected, (name, section)
+    paper = row["paper"]
+    assert preset.paper == (table["paper"].format(**paper) if isinstance(paper, dict) else paper)
+
+
+def test_a_row_naming_no_field_is_refused_by_name(tmp_path, monkeypatch):
+    family = {**FAMILIES["codeparrot-tiny"], "presets": {"sas": {"learning_rat": 1e-3, "paper": {"block": "SAS"}}}}
+    (tmp_path / "mini.json").write_text(json.dumps(family))
+    monkeypatch.setattr(presets, "PRESET_DIR", tmp_path)
+    assert available_presets() == ["mini-sas"]
+    with pytest.raises(UsageError, match="unknown field 'learning_rat' in the mini table"):
+        load_preset("mini-sas")
 
 
 def test_bad_deltas_name_the_base_or_placeholder():
@@ -203,7 +256,7 @@ def test_unknown_preset_names_the_available_ones():
 
 def test_a_run_validates_its_preset_once(tmp_path, monkeypatch):
     """`simplified-train`'s plan builds the model config once, after the block switch and the overrides."""
-    from modeling_simplified.training import cli, presets
+    from modeling_simplified.training import cli
 
     built = []
     real = presets.build_config

@@ -1,20 +1,26 @@
-"""Training presets: one JSON per paper setting in `configuration/`, validated into typed dataclasses.
+"""Training presets: one JSON per recipe family in `configuration/`, validated into typed dataclasses.
 
 A preset is `{"paper": str, "task": str, "model": {SimplifiedConfig fields}, "training": {...}, "data": {...}}`.
 Every key is checked: an unknown key, a wrong type or a value outside its allowed set raises `UsageError`, whose
 message names the field and the allowed values.
 
-The files in `configuration/` are deltas on a family's base (`configuration/bases/<family>.json`, one per paper
-setting: CodeParrot, its tiny miniature, crammed BERT, its miniature, GLUE): `{"base": family, "paper": ...,
-"model": {...}, "training": {...}, "data": {...}}`. Each section's keys replace the base's; `null` in the model
-section removes the base's key (the block type's preset then applies). `paper` is either the whole text or the
-values of the base's `{placeholders}`. `expand` turns a delta into the full preset; a full preset (no `base`, e.g. a
-run's `preset.json`) is taken as it is.
+`configuration/<family>.json` is one paper setting (CodeParrot, its tiny miniature, crammed BERT, its miniature,
+GLUE fine-tuning): the setting's preset, whose `paper` text may hold `{placeholders}`, and a `presets` table with one
+row per preset `<family>-<row>`. In the CodeParrot and crammed-BERT families each row is named after the block type
+it trains (`BLOCKS`): `{"beta_ff_init": βFF, "learning_rate": peak lr, "paper": {placeholder: text}}`. A row names
+fields of any section (SimplifiedConfig, TrainingRecipe and DataSpec share no field name); `null` for a model field
+removes the family's value, so that the block type's own preset applies. `paper` is the whole text or the values of
+the family's placeholders.
+
+A row stands for the delta `{"base": family, "paper": ..., "model": {...}, "training": {...}, "data": {...}}`
+(`preset_delta`), which `expand` applies to the family. A preset file given by path is such a delta or a full preset
+(e.g. a run's `preset.json`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import json
 import math
 import typing
@@ -23,14 +29,9 @@ from typing import Any
 
 from modeling_simplified.configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig, check_type
 
-#: Where the preset JSONs live: `configuration/` at the repository root (a checkout or an editable install), which a
-#: regular install places at `modeling_simplified/configuration/` (pyproject package-dir).
-PRESET_DIR = next(
-    (d for d in (Path(__file__).resolve().parents[i] / "configuration" for i in (1, 2)) if d.is_dir()),
-    Path(__file__).resolve().parents[2] / "configuration",
-)
+#: The recipe families: the package `modeling_simplified.configuration` (the root folder `configuration/`).
+PRESET_DIR = importlib.resources.files("modeling_simplified.configuration")
 
-BASE_DIR = PRESET_DIR / "bases"
 SECTIONS = ("paper", "task", "model", "training", "data")
 
 TASKS = ("causal-lm", "masked-lm", "sequence-classification")
@@ -117,7 +118,7 @@ class Preset:
     model: dict[str, Any]
     training: TrainingRecipe
     data: DataSpec
-    #: the family (`configuration/bases/<base>.json`) the preset is a delta of, if any
+    #: the family (`configuration/<base>.json`) the preset is a delta of, if any
     base: str | None = None
 
     def config(self, **extra) -> SimplifiedConfig:
@@ -135,34 +136,70 @@ class Preset:
 
 
 # -- loading -------------------------------------------------------------------------------------------------
+def available_families() -> list[str]:
+    """Names of the recipe families in `configuration/`."""
+    return sorted(p.name.removesuffix(".json") for p in PRESET_DIR.iterdir() if p.name.endswith(".json"))
+
+
 def available_presets() -> list[str]:
-    """Names of the presets in `configuration/`."""
-    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+    """Names of the presets: `<family>-<row>` for each row of each family's `presets` table."""
+    return sorted(_catalogue())
 
 
-def available_bases() -> list[str]:
-    """Names of the preset families in `configuration/bases/`."""
-    return sorted(p.stem for p in BASE_DIR.glob("*.json"))
+def _catalogue() -> dict[str, tuple[str, str]]:
+    """Preset name -> (family, row)."""
+    return {f"{family}-{row}": (family, row) for family in available_families() for row in _family(family)["presets"]}
 
 
-def _read_json(path: Path):
+def _family(family: str) -> dict[str, Any]:
+    return _read_json(PRESET_DIR / f"{family}.json")
+
+
+def _read_json(path) -> Any:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise UsageError(f"preset file {path} is not valid JSON: {err}") from None
 
 
+def preset_delta(name: str) -> dict[str, Any]:
+    """The delta on its family that a named preset's row stands for: each field in its section, and `block_type`
+    from the row's name when that is a block type."""
+    catalogue = _catalogue()
+    if name not in catalogue:
+        raise UsageError(
+            f"unknown preset {name!r}; available presets: {', '.join(sorted(catalogue))} "
+            "(or a path to a preset .json file)."
+        )
+    family, row = catalogue[name]
+    fields = dict(_family(family)["presets"][row])
+    delta = {"base": family, "paper": fields.pop("paper", {}), "model": {}, "training": {}, "data": {}}
+    if row in BLOCK_TYPES:
+        delta["model"]["block_type"] = row
+    for field, value in fields.items():
+        if field not in _SECTION_OF:
+            raise UsageError(
+                f"preset {name!r}: unknown field {field!r} in the {family} table; a row names paper and fields of "
+                f"model ({', '.join(MODEL_FIELDS)}), training ({', '.join(_names(TrainingRecipe))}) or data "
+                f"({', '.join(_names(DataSpec))})."
+            )
+        delta[_SECTION_OF[field]][field] = value
+    return delta
+
+
 def expand(raw: dict[str, Any], name: str = "<preset>") -> dict[str, Any]:
-    """The full preset dict of a delta (`{"base": family, ...}`: the base with the delta's keys applied); a dict
-    without `base` is returned as it is."""
+    """The full preset dict of a delta (`{"base": family, ...}`: the family's preset with the delta's keys applied);
+    a dict without `base` is returned as it is."""
     if not isinstance(raw, dict) or "base" not in raw:
         return raw
     family = raw["base"]
-    if family not in available_bases():
-        raise UsageError(f"preset {name!r}: unknown base {family!r}; available bases: {', '.join(available_bases())}.")
-    base = _read_json(BASE_DIR / f"{family}.json")
+    if family not in available_families():
+        raise UsageError(
+            f"preset {name!r}: unknown base {family!r}; available families: {', '.join(available_families())}."
+        )
+    base = _family(family)
     _check_keys(raw, ("base", *SECTIONS), f"preset {name!r}")
-    full = {key: value for key, value in base.items() if key not in ("model", "training", "data")}
+    full = {key: base[key] for key in ("paper", "task") if key in base}
     for section in ("model", "training", "data"):
         delta = raw.get(section, {})
         _check_keys(delta, _section_keys(section), f"preset {name!r} {section}")
@@ -181,17 +218,12 @@ def expand(raw: dict[str, Any], name: str = "<preset>") -> dict[str, Any]:
 
 
 def load_preset(name_or_path: str, check: bool = True) -> Preset:
-    """Load and validate a preset by name (`configuration/<name>.json`) or by path to a JSON file. `check=False`
-    leaves the model config to one `validate` call after overrides (`simplified-train`)."""
+    """Load and validate a preset by name (a row of a family in `configuration/`) or by path to a JSON file.
+    `check=False` leaves the model config to one `validate` call after overrides (`simplified-train`)."""
     path = Path(name_or_path)
-    if not (name_or_path.endswith(".json") and path.is_file()):
-        path = PRESET_DIR / f"{name_or_path}.json"
-    if not path.is_file():
-        raise UsageError(
-            f"unknown preset {name_or_path!r}; available presets: {', '.join(available_presets())} "
-            "(or a path to a preset .json file)."
-        )
-    return parse_preset(_read_json(path), name=path.stem, check=check)
+    if name_or_path.endswith(".json") and path.is_file():
+        return parse_preset(_read_json(path), name=path.stem, check=check)
+    return parse_preset(preset_delta(name_or_path), name=name_or_path, check=check)
 
 
 def parse_preset(raw: dict[str, Any], name: str = "<preset>", check: bool = True) -> Preset:
@@ -333,19 +365,17 @@ def add_set_option(parser, help: str) -> None:
 
 
 def switch_block_type(preset: Preset, block_type: str, check: bool = True) -> Preset:
-    """The preset for another block type: the preset of the same base whose delta sets that block type if there
-    is one (e.g. `codeparrot-tiny-sas_p` → `codeparrot-tiny-pre_ln`), else this preset with the block-specific
-    model fields dropped so that the new block type's defaults apply."""
+    """The preset for another block type: the row of that block type in the same family if there is one (e.g.
+    `codeparrot-tiny-sas_p` → `codeparrot-tiny-pre_ln`), else this preset with the block-specific model fields dropped
+    so that the new block type's defaults apply."""
     if block_type not in BLOCK_TYPES:
         raise UsageError(f"--block-type {block_type!r} is not valid; allowed values: {', '.join(BLOCK_TYPES)}.")
     current = preset.model.get("block_type", "pre_ln")
     if block_type == current:
         return preset
-    if preset.base is not None:
-        for name in available_presets():
-            delta = _read_json(PRESET_DIR / f"{name}.json")
-            if delta.get("base") == preset.base and delta.get("model", {}).get("block_type") == block_type:
-                return load_preset(name, check=check)
+    sibling = f"{preset.base}-{block_type}"
+    if preset.base is not None and sibling in _catalogue():
+        return load_preset(sibling, check=check)
     structural = set(BLOCK_PRESETS[current]) | {"beta_ff_init"}
     preset.model = {k: v for k, v in preset.model.items() if k not in structural}
     preset.model["block_type"] = block_type
@@ -370,6 +400,10 @@ def _names(cls) -> list[str]:
 
 def _section_keys(section: str) -> tuple[str, ...]:
     return MODEL_FIELDS if section == "model" else tuple(_names(TrainingRecipe if section == "training" else DataSpec))
+
+
+#: The section each field of a family's row belongs to.
+_SECTION_OF = {field: section for section in ("model", "training", "data") for field in _section_keys(section)}
 
 
 def _check_keys(mapping: dict, allowed, where: str) -> None:

@@ -15,13 +15,12 @@ import torch
 from conftest import tiny_config
 from transformers import DataCollatorWithFlattening
 
-from modeling_simplified import SimplifiedForCausalLM
+from modeling_simplified import BLOCK_TYPES, SimplifiedForCausalLM
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = "cuda"
-BLOCKS = ("pre_ln", "parallel", "value_skipinit", "sas", "sas_p", "simplest", "normformer")
 FLASH = pytest.param(
     "flash_attention_2",
     marks=pytest.mark.skipif(importlib.util.find_spec("flash_attn") is None, reason="flash_attn is not installed"),
@@ -36,7 +35,7 @@ def _model(block_type: str, dtype=torch.float32, **overrides) -> SimplifiedForCa
     return SimplifiedForCausalLM(config).to(CUDA, dtype)
 
 
-@pytest.mark.parametrize("block_type", BLOCKS)
+@pytest.mark.parametrize("block_type", BLOCK_TYPES)
 def test_bf16_autocast_training_steps_lower_the_loss(block_type):
     """The Trainer's `bf16=True`: fp32 weights, bf16 autocast; finite gradients and a falling loss on one batch."""
     model = _model(block_type).train()
@@ -55,7 +54,7 @@ def test_bf16_autocast_training_steps_lower_the_loss(block_type):
 
 
 @pytest.mark.parametrize("attn", ["sdpa", FLASH])
-@pytest.mark.parametrize("block_type", BLOCKS)
+@pytest.mark.parametrize("block_type", BLOCK_TYPES)
 def test_attention_backends_equal_eager_in_bf16(block_type, attn):
     model = _model(block_type, torch.bfloat16).eval()
     ids = torch.randint(0, model.config.vocab_size, (2, 24), device=CUDA)
@@ -84,7 +83,7 @@ def test_packed_row_equals_each_sequence_alone(block_type, attn):
 
 
 @pytest.mark.parametrize("attn", ["sdpa", FLASH])
-@pytest.mark.parametrize("block_type", BLOCKS)
+@pytest.mark.parametrize("block_type", BLOCK_TYPES)
 def test_cached_generate_equals_uncached(block_type, attn):
     model = _model(block_type).eval()  # fp32: greedy ties in bf16 could flip a token either way
     if attn != "sdpa":

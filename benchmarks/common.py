@@ -249,13 +249,19 @@ def malloc_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key.startswith("MALLOC_") or key == "GLIBC_TUNABLES"}
 
 
+_PENDING = object()  # a child's start not answered yet
+
+
 class Child:
     """A Python process of its own (`python ARGS`), driven by lines: it answers its start and then each request
     with one JSON line, `{"ok": value}` or `{"error": [type, message]}` (`serve` is its side). Its own interpreter,
     heap and threads; `env` sets its variables (None: unset; glibc reads MALLOC_* at start). `info` is what it
-    answered at its start; an error there is raised here (a builtin exception type as itself)."""
+    answered at its start, waited for here unless `wait=False` (then on first use, so that several children start
+    at once); an error there is raised here (a builtin exception type as itself)."""
 
-    def __init__(self, args: Sequence[str], env: Mapping[str, str | None] | None = None, cwd: Path = ROOT):
+    def __init__(
+        self, args: Sequence[str], env: Mapping[str, str | None] | None = None, cwd: Path = ROOT, wait: bool = True
+    ):
         environ = dict(os.environ)
         for key, value in (env or {}).items():
             if value is None:
@@ -265,7 +271,19 @@ class Child:
         self.process = subprocess.Popen(
             [sys.executable, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environ, cwd=cwd
         )
-        self.info = self._receive()
+        self._info: Any = _PENDING
+        if wait:
+            self.wait()
+
+    def wait(self) -> Any:
+        """What the child answered at its start, read on the first call."""
+        if self._info is _PENDING:
+            self._info = self._receive()
+        return self._info
+
+    @property
+    def info(self) -> Any:
+        return self.wait()
 
     def _receive(self) -> Any:
         line = self.process.stdout.readline()
@@ -282,6 +300,7 @@ class Child:
         return message["ok"]
 
     def request(self) -> Any:
+        self.wait()
         self.process.stdin.write("\n")
         self.process.stdin.flush()
         return self._receive()
@@ -331,6 +350,7 @@ class TrainProcess(Child):
         env: Mapping[str, str | None] | None = None,
         device: torch.device = CPU,
         threads: int | None = None,
+        wait: bool = True,
         **forward,
     ):
         job = {
@@ -342,7 +362,7 @@ class TrainProcess(Child):
             "device": str(device),
             "threads": threads or torch.get_num_threads(),
         }
-        super().__init__(worker_args(job), env)
+        super().__init__(worker_args(job), env, wait=wait)
 
     def step(self) -> tuple[float, float]:
         return tuple(self.request())

@@ -19,11 +19,11 @@ def run(ctx: Context) -> dict:
     out = {}
     for name in NAMES:
         workers = {
-            "default": ctx.train_process(name, env={key: None for key in MALLOC_KEEP}),
-            "keep": ctx.train_process(name, env=MALLOC_KEEP),
+            "default": ctx.train_process(name, env={key: None for key in MALLOC_KEEP}, wait=False),
+            "keep": ctx.train_process(name, env=MALLOC_KEEP, wait=False),
         }
-        malloc_env = {setting: worker.info["malloc_env"] for setting, worker in workers.items()}
         results = round_robin_processes(workers, ctx.rounds)
+        malloc_env = {setting: worker.info["malloc_env"] for setting, worker in workers.items()}
         out[name] = {**results, "keep_speedup": ratios(results, "default")["keep"], "malloc_env": malloc_env}
     return out
 

@@ -21,7 +21,7 @@ ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
 def run(ctx: Context) -> dict:
     out = {}
     for name in NAMES:
-        workers = {head: ctx.train_process(name, skip_logits=head == "fused") for head in HEADS}
+        workers = {head: ctx.train_process(name, wait=False, skip_logits=head == "fused") for head in HEADS}
         timed_steps = round_robin_processes(workers, ctx.rounds)
         row = {head: dict(r) for head, r in timed_steps.items()}
         row["fused_speedup"] = ratios(timed_steps, "logits")["fused"]

@@ -63,7 +63,8 @@ def run(ctx: Context) -> dict:
     """Steps timed round-robin in processes of their own (half the rounds, at least 2), then each model's GEMMs
     recorded in this process, one model at a time, and timed alone."""
     shape = ctx.shape
-    results = round_robin_processes({name: ctx.train_process(name) for name in NAMES}, max(2, ctx.rounds // 2))
+    workers = {name: ctx.train_process(name, wait=False) for name in NAMES}
+    results = round_robin_processes(workers, max(2, ctx.rounds // 2))
     batch = ctx.ids()
     calls, flops = {}, {}
     for name in NAMES:

@@ -48,10 +48,10 @@ def run_groups(ctx: Context, groups: tuple[tuple[str, ...], ...], compiled: bool
 
 def _group(ctx: Context, group: tuple[str, ...], compiled: bool) -> dict[str, dict]:
     shape = ctx.shape
-    workers = {name: ctx.train_process(name, compiled=compiled) for name in group}
+    workers = {name: ctx.train_process(name, compiled=compiled, wait=False) for name in group}
+    results = round_robin_processes(workers, ctx.rounds, warmup=TRAIN_WARMUP + 1 if compiled else TRAIN_WARMUP)
     flops = {name: w.info["flops"] for name, w in workers.items()}
     params = {name: w.info["params"] for name, w in workers.items()}
-    results = round_robin_processes(workers, ctx.rounds, warmup=TRAIN_WARMUP + 1 if compiled else TRAIN_WARMUP)
     rows = {}
     for name in group:
         rows[name] = {

@@ -53,8 +53,9 @@ test-gpu: setup
 test-compat: setup
 	$(BIN)/python tests/compat/run.py $(COMPAT_ARGS)
 
-# Train-step throughput vs pre_ln and GPT2LMHeadModel at the CodeParrot shape; prints a table, writes benchmark.json.
-# Not collected by pytest. Pass options with BENCH_ARGS, e.g. `make bench BENCH_ARGS=--quick`.
+# Every benchmark section (benchmarks/sections/; e.g. training steps vs pre_ln and GPT2LMHeadModel at the paper shape);
+# prints tables, writes benchmark.json. Not collected by pytest. Pass options with BENCH_ARGS, e.g.
+# `make bench BENCH_ARGS="--quick --sections train"`.
 bench: setup
 	$(BIN)/python -m benchmarks.benchmark $(BENCH_ARGS)
 

@@ -1,1 +1,3 @@
-"""Benchmark tools (`make bench`, `python -m benchmarks.raptr`): run from a checkout, not installed with the library."""
+"""Benchmark tools, run from a checkout, not installed with the library: the suite (`make bench`,
+`python -m benchmarks.benchmark`, one module per section in `sections/`), their shared helpers (`common`) and child
+side (`worker`), and the tools beside it (`before_after`, `raptr`, `parallel_gemm`, `targets`)."""

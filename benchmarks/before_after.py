@@ -4,12 +4,12 @@
     python -m benchmarks.before_after ../before .                  # training steps and generate at the paper's shape
     python -m benchmarks.before_after ../before . --quick          # smoke run at a tiny shape
 
-Every case runs in a process of its own per checkout (`python -c`, the checkout as its working directory and first
-on `sys.path`, so it imports that checkout's `modeling_simplified` and `benchmarks.benchmark`); the two processes of a
+Every case runs in a process of its own per checkout (`common.Child`: `python -c`, the checkout as its working
+directory and first on `sys.path`, so it imports that checkout's `modeling_simplified` and benchmark helpers); the two processes of a
 case take turns, one call at a time, the order alternating every round, after `--warmup` untimed rounds. Figures: the
 median of the per-round ratios before / after time (> 1: the change is faster) with their min..max, as `make bench`.
 
-Cases: a training step (`benchmarks.benchmark.train_step`) of `pre_ln` and `sas_p` at the CodeParrot shape (batch 8,
+Cases: a training step (`common.train_step`) of `pre_ln` and `sas_p` at the CodeParrot shape (batch 8,
 sequence 128) and at sequence 2048 (batch 1); cached greedy `generate` of `sas_p` and `pre_ln` (prompt 32, 128 new
 tokens) at batch 1 and 8.
 """
@@ -18,64 +18,54 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import subprocess
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from benchmarks.benchmark import QUICK, Shape
+from benchmarks.common import QUICK, Child, Shape, ratios, round_robin
 
-#: what a worker runs: builds the case once, then times one call per line it reads, printing (wall, CPU) seconds
+#: what a worker runs, in its checkout: builds the case once, then times one call per request, speaking `common.Child`'s
+#: protocol itself (an older checkout has no `common.serve`, and its helpers in `benchmarks.benchmark`)
 _WORKER = """
-import json, sys, time, torch
-from benchmarks.benchmark import Shape, _ids, build, optimizer_for, train_step
+import json, os, sys, time, torch
+try:
+    from benchmarks.common import Shape, build, ids, optimizer_for, train_step
+except ImportError:
+    from benchmarks.benchmark import Shape, build, optimizer_for, train_step, _ids as ids
+out = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
 case = json.loads(sys.argv[1])
 shape = Shape(**case["shape"])
 torch.manual_seed(0)
 model = build(case["model"], shape)
 if case["kind"] == "train":
     model.train()
-    optimizer, batch = optimizer_for(model), _ids(shape)
+    optimizer, batch = optimizer_for(model), ids(shape)
     call = lambda: train_step(model, optimizer, batch)
 else:
     model.eval()
-    ids = _ids(shape, vocab_low=1, seq=case["prompt"], seed=1)
-    kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=case["new_tokens"], min_new_tokens=case["new_tokens"],
-              do_sample=False, eos_token_id=None, pad_token_id=0)
+    prompt = ids(shape, vocab_low=1, seq=case["prompt"], seed=1)
+    kw = dict(attention_mask=torch.ones_like(prompt), max_new_tokens=case["new_tokens"],
+              min_new_tokens=case["new_tokens"], do_sample=False, eos_token_id=None, pad_token_id=0)
     def call():
         with torch.no_grad():
-            model.generate(ids, **kw)
-print("ready", flush=True)
+            model.generate(prompt, **kw)
+print(json.dumps({"ok": None}), file=out, flush=True)
 for _ in sys.stdin:
     start, cpu = time.perf_counter(), time.process_time()
     call()
-    print(json.dumps([time.perf_counter() - start, time.process_time() - cpu]), flush=True)
+    print(json.dumps({"ok": [time.perf_counter() - start, time.process_time() - cpu]}), file=out, flush=True)
 """
 
 
-class Worker:
-    """One case in a `python -c` process of its own, run in `checkout`."""
+class Worker(Child):
+    """One case in a process of its own, run in `checkout` (first on its `sys.path`)."""
 
     def __init__(self, checkout: Path, case: dict):
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, json.dumps(case)],
-            cwd=checkout,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        if self.process.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"the worker in {checkout} exited with code {self.process.wait()}")
+        super().__init__(["-c", _WORKER, json.dumps(case)], cwd=checkout)
 
     def call(self) -> tuple[float, float]:
-        self.process.stdin.write("go\n")
-        self.process.stdin.flush()
-        return tuple(json.loads(self.process.stdout.readline()))
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait()
+        return tuple(self.request())
 
 
 def cases(shape: Shape, quick: bool) -> dict[str, dict]:
@@ -97,24 +87,17 @@ def cases(shape: Shape, quick: bool) -> dict[str, dict]:
 
 def compare(before: Path, after: Path, case: dict, rounds: int, warmup: int) -> dict:
     workers = {"before": Worker(before, case), "after": Worker(after, case)}
-    times = {name: [] for name in workers}
     try:
-        for r in range(warmup + rounds):
-            for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
-                wall, _cpu = workers[name].call()
-                if r >= warmup:
-                    times[name].append(wall)
+        results = round_robin(workers, lambda _name, worker: worker.call(), rounds, warmup)
     finally:
         for worker in workers.values():
             worker.close()
-    per_round = [b / a for b, a in zip(times["before"], times["after"])]
+    speed_up = ratios(results, "before")["after"]  # before time / after time
     return {
-        "before_median_s": statistics.median(times["before"]),
-        "after_median_s": statistics.median(times["after"]),
-        "ratio_median": statistics.median(per_round),
-        "ratio_low": min(per_round),
-        "ratio_high": max(per_round),
-        "times_s": times,
+        "before_median_s": results["before"]["median_s"],
+        "after_median_s": results["after"]["median_s"],
+        **{key: speed_up[key] for key in ("ratio_median", "ratio_low", "ratio_high")},
+        "times_s": {name: r["times_s"] for name, r in results.items()},
     }
 
 

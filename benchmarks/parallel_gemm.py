@@ -5,7 +5,7 @@ normed input, so PaLM (Chowdhery et al. 2022) fuses them into one matmul; He & H
 more optimised parallel block could gain this way. This times the three GEMMs of a training step that such a fusion
 would change, separate against fused, at the CodeParrot shape (1024 tokens, d=768, query/key 1536, MLP 3072):
 forward `X·Wᵀ`, the input gradient (two products and their sum against one product), and the weight gradients.
-Timed with `make bench`'s `round_robin` (one warm-up round, the order rotating every round); prints medians,
+Timed with `common.round_robin` (one warm-up round, the order rotating every round); prints medians,
 minima, and the median of the per-round separate/fused ratios with the ratio of the minimum times. It leaves
 out what a fusion would add: concatenating the two output gradients (or the weights) every step.
 """
@@ -17,7 +17,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from benchmarks.benchmark import ratios, round_robin, timed
+from benchmarks.common import ratios, round_robin, timed
 
 
 def cases(tokens: int, width: int, qk: int, mlp: int) -> dict[str, dict]:

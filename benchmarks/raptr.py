@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
+from benchmarks.common import Shape, build, optimizer_for, round_robin, timed, train_step
 from modeling_simplified.modeling_simplified import LayerPlan
 from modeling_simplified.training.plotting import loss_points
 from modeling_simplified.training.raptr import sqrt_scales
@@ -33,45 +32,29 @@ def bench(
     repeats: int = 7,
     block_type: str = "pre_ln",
 ) -> dict[str, float]:
-    """Same-run timing of a full training step (forward, backward, AdamW) against a step on a (p, I)-subnetwork of
-    half the layers (first and last kept, App. J scales), interleaved; returns min and median times and ratios."""
+    """A training step (`common.train_step`) of the full model against one on a (p, I)-subnetwork of half the
+    layers (first and last kept, App. J scales), the same model timed round-robin (`common.round_robin`, one warm-up
+    round); returns the min and median times and their ratios."""
+    shape = Shape(num_layers, hidden_size, max(1, hidden_size // 64), vocab, seq_len, batch)
     torch.manual_seed(0)
-    config = SimplifiedConfig(
-        block_type=block_type,
-        vocab_size=vocab,
-        hidden_size=hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=max(1, hidden_size // 64),
-        intermediate_size=4 * hidden_size,
-        max_position_embeddings=seq_len,
-    )
-    model = SimplifiedForCausalLM(config).train()
-    opt = torch.optim.AdamW(parameter_groups(model, 0.1), lr=1e-4)
-    ids = torch.randint(0, vocab, (batch, seq_len))
+    model = build(block_type, shape).train()
+    optimizer, ids = optimizer_for(model), torch.randint(0, vocab, (batch, seq_len))
     keep = [i % 2 == 0 or i == num_layers - 1 for i in range(num_layers)]
     keep[num_layers - 2] = False if num_layers > 2 else keep[num_layers - 2]  # exactly L/2 layers, I = {1, L} kept
-    half = LayerPlan(tuple(sqrt_scales(keep)))
-    plans = {"full": None, "half": half}
-    times: dict[str, list[float]] = {name: [] for name in plans}
+    plans = {"full": None, "half": LayerPlan(tuple(sqrt_scales(keep)))}
 
-    def step(plan):
+    def step(_name, plan):
         model.model.layer_plan = plan
-        start = time.perf_counter()
-        model(ids, labels=ids).loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
-        return time.perf_counter() - start
+        train_step(model, optimizer, ids)
 
-    for plan in plans.values():  # warm-up
-        step(plan)
-    for _ in range(repeats):
-        for name, plan in plans.items():
-            times[name].append(step(plan))
-    model.model.layer_plan = None
+    try:
+        times = round_robin(plans, timed(step), repeats)
+    finally:
+        model.model.layer_plan = None
     result = {"layers_kept": sum(keep), "num_layers": num_layers}
-    for stat, fn in (("min", min), ("median", lambda t: sorted(t)[len(t) // 2])):
+    for stat in ("min", "median"):
         for name in plans:
-            result[f"{name}_{stat}_s"] = fn(times[name])
+            result[f"{name}_{stat}_s"] = times[name][f"{stat}_s"]
         result[f"half_over_full_{stat}"] = result[f"half_{stat}_s"] / result[f"full_{stat}_s"]
     return result
 

@@ -1,6 +1,6 @@
-"""The performance targets (issue 24) counted over committed `make bench` runs: one row per target, each run's
-figure with its spread, and in how many runs it was met. The README's and docs/speed.md's Speed tables are its
-output.
+"""The performance targets counted over committed `make bench` runs (their `train` and `loss` sections): one row
+per target, each run's figure with its spread, and in how many runs it was met. The README's and docs/speed.md's
+Speed tables are its output.
 
     python -m benchmarks.targets docs/benchmark/run2.json docs/benchmark/run3.json
 """

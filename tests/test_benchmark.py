@@ -1,14 +1,22 @@
-"""The benchmark suite (`make bench`): its statistics, its FLOP bound, and a smoke run at a tiny shape. Speed itself
-is measured by `make bench`, never asserted by a test."""
+"""The benchmark suite (`make bench`): its statistics, its FLOP bound, its sections and smoke runs at a tiny shape.
+Speed itself is measured by `make bench`, never asserted by a test."""
 
 import json
+from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 import torch
 import transformers
 
-from benchmarks import benchmark
-from benchmarks.benchmark import QUICK, build, matmul_flops_per_token, ratios
+from benchmarks import before_after, benchmark, common, parallel_gemm, targets
+from benchmarks.common import QUICK, build, matmul_flops_per_token, ratios
+from benchmarks.sections import SECTIONS
+from benchmarks.sections.allocator import MALLOC_KEEP
+from benchmarks.sections.train import ANCHORS, TRAIN_GROUPS
+from modeling_simplified.configuration_simplified import BLOCK_TYPES
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_ratios_are_per_round_and_of_minimum_times():
@@ -25,28 +33,28 @@ def test_ratios_are_per_round_and_of_minimum_times():
 def test_train_process_times_its_own_steps_and_reports_its_model():
     """Each model trains in a process of its own; its steps are timed there and its build is reported, and a
     worker that cannot build its model raises the error in the parent instead of hanging the round-robin."""
-    worker = benchmark.TrainProcess("pre_ln", QUICK)
+    worker = common.TrainProcess("pre_ln", QUICK)
     try:
         with torch.device("meta"):
             model = build("pre_ln", QUICK)
         assert worker.info == {
             "params": sum(p.numel() for p in model.parameters()),
             "flops": matmul_flops_per_token(model, QUICK),
-            "malloc_env": benchmark._malloc_env(),
+            "malloc_env": common.malloc_env(),
         }
-        results = benchmark.round_robin({"pre_ln": worker}, lambda _name, w: w.step(), rounds=2)
+        results = common.round_robin({"pre_ln": worker}, lambda _name, w: w.step(), rounds=2)
         assert len(results["pre_ln"]["times_s"]) == 2 and results["pre_ln"]["min_s"] > 0
         assert results["pre_ln"]["cpu_median_s"] > 0
     finally:
         worker.close()
     with pytest.raises(ValueError, match="block_type"):
-        benchmark.TrainProcess("no_such_block", QUICK)
+        common.TrainProcess("no_such_block", QUICK)
 
 
 def test_flop_bound_counts_the_removed_value_and_projection_matrices():
     """At the CodeParrot shape SAS-P drops 2d² of 12d² block weights (plus layer 1 keeping its eq. 6 W^V):
     the bound is about 1.14, and GPT-2 and our pre_ln have the same GEMMs."""
-    shape = benchmark.Shape()
+    shape = common.Shape()
     flops = {}
     for name in ("gpt2", "pre_ln", "sas_p", "llama", "pre_ln_llama"):
         with torch.device("meta"):
@@ -79,7 +87,7 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert meta["shape"]["layers"] == QUICK.layers and meta["transformers"] == transformers.__version__
     assert meta["finished"] >= meta["date"] and len(meta["load_average_at_end"]) == 3
     train = result["train"]
-    assert set(train) == {name for group in benchmark.TRAIN_GROUPS for name in group}
+    assert set(train) == {name for group in TRAIN_GROUPS for name in group}
     assert train["pre_ln"]["vs_pre_ln"]["ratio_median"] == 1.0 and "vs_gpt2" in train["pre_ln"]
     assert "vs_llama" in train["pre_ln_llama"] and train["pre_ln_llama"]["params_M"] == train["llama"]["params_M"]
     assert train["pre_ln_llama"]["flop_bound_vs_llama"] == 1.0
@@ -98,9 +106,7 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert packing["tokens"] < packing["padded_tokens"] and packing["sas_p"]["packed"]["tokens_per_s"] > 0
     allocator = result["allocator"]["sas_p"]
     seen = allocator["malloc_env"]  # each child's own environment
-    assert seen["keep"].items() >= benchmark.MALLOC_KEEP.items() and not set(seen["default"]) & set(
-        benchmark.MALLOC_KEEP
-    )
+    assert seen["keep"].items() >= MALLOC_KEEP.items() and not set(seen["default"]) & set(MALLOC_KEEP)
     assert allocator["keep_speedup"]["ratio_median"] > 0
     loss = result["loss"]["sas_p"]
     assert (
@@ -110,7 +116,6 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
 
 def test_targets_count_a_run_as_met_only_when_every_condition_holds():
     """sas_p needs the median and the ratio of minimum times at 1.13; memory needs both models 25% below."""
-    from benchmarks import targets
 
     def vs(median, of_min):
         return {"ratio_median": median, "ratio_low": median - 0.1, "ratio_high": median + 0.1, "ratio_of_min": of_min}
@@ -134,8 +139,6 @@ def test_targets_count_a_run_as_met_only_when_every_condition_holds():
 
 def test_parallel_gemm_compares_equal_products_and_prints_each_ratio(capsys):
     """The fused products the script times compute what the separate ones do (else the ratio compares unlike work)."""
-    from benchmarks import parallel_gemm
-
     table = parallel_gemm.cases(tokens=16, width=8, qk=12, mlp=20)
     joins = {"forward": lambda p: torch.cat(p, 1), "input gradient": lambda t: t, "weight gradient": torch.cat}
     for name, pair in table.items():
@@ -153,11 +156,7 @@ def test_parallel_gemm_compares_equal_products_and_prints_each_ratio(capsys):
 def test_before_after_times_each_checkout_in_its_own_process(tmp_path, capsys):
     """`benchmarks.before_after` runs a case in two checkouts (here the same one twice), alternating, and writes the
     per-round ratios; each worker imports the checkout it runs in."""
-    from pathlib import Path
-
-    from benchmarks import before_after
-
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     out = tmp_path / "ba.json"
     assert before_after.main([str(root), str(root), "--quick", "--only", "train pre_ln 2x", "--json", str(out)]) == 0
     results = json.loads(out.read_text())
@@ -167,3 +166,46 @@ def test_before_after_times_each_checkout_in_its_own_process(tmp_path, capsys):
     assert "train pre_ln 2x32" in capsys.readouterr().out
     with pytest.raises(RuntimeError, match="exited with code 1"):  # a worker that cannot build its case
         before_after.Worker(root, {"kind": "train", "model": "no_such_model", "shape": {}})
+
+
+def test_train_groups_cover_every_block_type_beside_pre_ln():
+    """Every block type is timed in a group with pre_ln (its ratio's base); a new block type fails here until a group
+    holds it. The other names are the anchors: transformers' classes and our block configured like them."""
+    grouped = {name for group in TRAIN_GROUPS if "pre_ln" in group for name in group}
+    assert set(BLOCK_TYPES) <= grouped, f"block types in no train group with pre_ln: {set(BLOCK_TYPES) - grouped}"
+    named = {name for group in TRAIN_GROUPS for name in group}
+    assert named - set(BLOCK_TYPES) == (set(ANCHORS) | set(ANCHORS.values())) - set(BLOCK_TYPES)
+
+
+def test_every_section_is_registered_with_run_table_and_its_device():
+    assert list(SECTIONS) == [
+        "train",
+        "mfu",
+        "generate",
+        "memory",
+        "compile",
+        "profile",
+        "raptr",
+        "packing",
+        "loss",
+        "allocator",
+    ]
+    for name, section in SECTIONS.items():
+        assert callable(section.run) and callable(section.table), name
+        assert isinstance(section.ON_CUDA, bool), name
+        assert section.__doc__.startswith(f"`{name}`"), name  # the docstring says what the section measures
+    assert benchmark.CUDA_SECTIONS == ("train", "mfu", "generate", "compile", "loss")
+
+
+def test_a_quick_section_runs_end_to_end(tmp_path, capsys):
+    """`python -m benchmarks.benchmark --quick` of a cheap section: its table printed, its JSON written with the
+    run's meta; an unknown section is refused with the allowed names."""
+    out = tmp_path / "bench.json"
+    assert benchmark.main(["--quick", "--sections", "raptr", "--json", str(out)]) == 0
+    assert "\n## RaPTr: a training step on 2/4 layers vs a full step (pre_ln)\n" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert set(result) == {"meta", "raptr"} and result["meta"]["shape"] == asdict(QUICK)
+    assert result["raptr"]["half_over_full_median"] > 0
+    with pytest.raises(SystemExit):
+        benchmark.main(["--sections", "train,nothing"])
+    assert "unknown nothing; allowed: train, mfu," in capsys.readouterr().err

@@ -1,0 +1,23 @@
+"""The benchmark sections, by name, in the order `make bench` runs them. A section is a module with `run(ctx)` (a
+`common.Context` in, a JSON-able result out), `table(result)` (the Markdown it prints) and `ON_CUDA` (whether it
+runs under `--device cuda`; the others measure the CPU process: RSS, the CPU profiler). A new section is a module
+here and one entry below."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import allocator, compile, generate, loss, memory, mfu, packing, profile, raptr, train
+
+SECTIONS: dict[str, ModuleType] = {
+    "train": train,
+    "mfu": mfu,
+    "generate": generate,
+    "memory": memory,
+    "compile": compile,
+    "profile": profile,
+    "raptr": raptr,
+    "packing": packing,
+    "loss": loss,
+    "allocator": allocator,
+}

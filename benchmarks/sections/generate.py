@@ -1,0 +1,58 @@
+"""`generate`: cached greedy `generate()` tokens/s of `GPT2LMHeadModel`, `pre_ln` and `sas_p` (prompt 32, 128 new
+tokens; 16 with `--quick`; batch 1 and 8), round-robin in this process; ratios to `GPT2LMHeadModel`."""
+
+from __future__ import annotations
+
+import torch
+
+from benchmarks.common import Context, format_ratio, ratios, round_robin
+
+ON_CUDA = True
+NAMES = ("gpt2", "pre_ln", "sas_p")
+PROMPT = 32
+BATCHES = (1, 8)
+
+
+def run(ctx: Context) -> dict:
+    new_tokens = 16 if ctx.quick else 128
+    torch.manual_seed(0)
+    models = {name: ctx.build(name).eval() for name in NAMES}
+    out = {}
+    for batch_size in BATCHES:
+        prompt = ctx.ids(vocab_low=1, batch=batch_size, seq=PROMPT, seed=1)
+        kw = dict(
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+
+        def generate(name, model, prompt=prompt, kw=kw):
+            with torch.no_grad():
+                produced = model.generate(prompt, **kw)
+            assert produced.shape == (prompt.shape[0], PROMPT + new_tokens)
+
+        results = round_robin(models, ctx.timed(generate), ctx.rounds)
+        vs = ratios(results, "gpt2")
+        out[f"batch_{batch_size}"] = {
+            name: {**r, "tokens_per_s": batch_size * new_tokens / r["median_s"], "vs_gpt2": vs[name]}
+            for name, r in results.items()
+        }
+    return out
+
+
+def table(result: dict) -> str:
+    lines = [
+        "## Cached generate(): tokens/s (prompt 32, 128 new tokens, greedy)",
+        "| batch | model | median s | tokens/s | vs GPT2LMHeadModel: median (range, of mins) |",
+        "|---|---|---|---|---|",
+    ]
+    for batch, rows in result.items():
+        for name, r in rows.items():
+            lines.append(
+                f"| {batch.removeprefix('batch_')} | {name} | {r['median_s']:.2f} | {r['tokens_per_s']:.1f} | "
+                f"{format_ratio(r['vs_gpt2'])} |"
+            )
+    return "\n".join(lines)

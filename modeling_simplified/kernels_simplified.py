@@ -2,6 +2,7 @@
 computes what a plain-torch composite computes (to float rounding), with fewer saved activations, temporaries or
 kernel calls.
 
+- `linear`: `x·Wᵀ + b`, one row on the CPU (batch-1 decoding) as a two-column GEMM, which streams W faster.
 - `rms_norm`: RMSNorm on the CPU, one saved activation and one fused reduction per pass.
 - `running_sum`: prefix sums over the tokens, the causal running mean of eq. 5's centring term `C·X`.
 - `shaped_combination`: eq. 5's `α·X + β·A(X)·X − γ·C·X` from its terms, each gain's gradient one dot product.
@@ -17,6 +18,27 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.utils import is_torchdynamo_compiling
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Linear
+# ----------------------------------------------------------------------------------------------------------------
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`F.linear(x, W, b)`. One row on the CPU without autograd (batch-1 decoding, memory-bound) is computed as the
+    first column of `W·[x, x]ᵀ`: the BLAS's GEMM reads W about twice as fast as the matrix-vector product that
+    `F.linear` takes for one row (`python -m benchmarks.decode_gemv`). A fixed rule by shape and device, so the same
+    inputs take the same kernel in every process; plain tensors only (a DTensor or quantised weight keeps its own)."""
+    if (
+        x.device.type != "cpu"
+        or torch.is_grad_enabled()
+        or is_torchdynamo_compiling()
+        or x.numel() != x.shape[-1]
+        or type(weight) not in (torch.Tensor, nn.Parameter)
+    ):
+        return F.linear(x, weight, bias)
+    out = torch.mm(weight, x.reshape(1, -1).expand(2, -1).t())[:, 0]
+    out = out if bias is None else out + bias
+    return out.reshape(*x.shape[:-1], weight.shape[0])
 
 
 # ----------------------------------------------------------------------------------------------------------------

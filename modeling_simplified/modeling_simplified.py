@@ -45,7 +45,14 @@ from transformers.utils.output_capturing import capture_outputs
 
 from .compat_simplified import CACHE_FIELD, ScalarGainCheckpoints, cache_argument, max_cache_length
 from .configuration_simplified import GATED_ACTIVATIONS, SimplifiedConfig
-from .kernels_simplified import TiedHeadGradient, linear_cross_entropy, rms_norm, running_sum, shaped_combination
+from .kernels_simplified import (
+    TiedHeadGradient,
+    linear,
+    linear_cross_entropy,
+    rms_norm,
+    running_sum,
+    shaped_combination,
+)
 from .tensor_parallel_simplified import check_tensor_parallel
 
 
@@ -155,9 +162,10 @@ def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:
 # Linear layers
 # ----------------------------------------------------------------------------------------------------------------
 class Linear(nn.Linear):
-    """`nn.Linear` with its init declared (read by `_init_linear`): normal with std `init_std` (None:
-    `initializer_range`) or `orthogonal_init`; a fused query-key(-value) projection re-draws its first `d` rows (W^Q)
-    with `query_init_std` (None: no re-draw) and, with `value_orthogonal`, its value rows."""
+    """`nn.Linear` through the `linear` kernel (its one-row CPU rule), with its init declared (read by
+    `_init_linear`): normal with std `init_std` (None: `initializer_range`) or `orthogonal_init`; a fused query-key
+    (-value) projection re-draws its first `d` rows (W^Q) with `query_init_std` (None: no re-draw) and, with
+    `value_orthogonal`, its value rows."""
 
     init_std: float | None = None
     orthogonal_init: bool = False
@@ -178,6 +186,9 @@ class Linear(nn.Linear):
         super().__init__(in_features, out_features, bias=bias)
         self.init_std, self.orthogonal_init = init_std, orthogonal_init
         self.query_init_std, self.value_orthogonal = query_init_std, value_orthogonal
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -315,8 +326,8 @@ class SimplifiedMLP(nn.Module):
         self.act = build_activation(config)
         self.act_norm = build_norm(config.norm_type if config.mlp_act_norm else "none", width, config)
         self.fc_out = Linear(width, config.hidden_size, bias=config.mlp_bias, init_std=_output_init_std(config))
-        for linear in (self.fc_in, self.fc_out):
-            _freeze_bias(linear, config)
+        for matrix in (self.fc_in, self.fc_out):
+            _freeze_bias(matrix, config)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -363,7 +374,7 @@ class ReparamLinear(nn.Module):
         return self.alpha * self.weight_init + self.beta * self.delta
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)
 
 
 def _freeze_bias(module: nn.Module, config: SimplifiedConfig):

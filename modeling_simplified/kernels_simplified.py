@@ -36,9 +36,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         or type(weight) not in (torch.Tensor, nn.Parameter)
     ):
         return F.linear(x, weight, bias)
-    out = torch.mm(weight, x.reshape(1, -1).expand(2, -1).t())[:, 0]
-    out = out if bias is None else out + bias
-    return out.reshape(*x.shape[:-1], weight.shape[0])
+    out = torch.mm(weight, x.reshape(1, -1).repeat(2, 1).t())[:, 0]  # a column: stride 2
+    out = out.contiguous() if bias is None else out + bias  # (attention kernels want unit-stride heads)
+    return out.view(*x.shape[:-1], weight.shape[0])
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -17,21 +17,22 @@ $(VENV)/.installed: pyproject.toml
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
-# A previous run in runs/demo is kept (this one goes to runs/demo-2, ...); DEMO_ARGS=--overwrite replaces it.
+# examples/demo.py. A previous run in runs/demo is kept (this one goes to runs/demo-2, ...); DEMO_ARGS=--overwrite
+# replaces it.
 demo: setup
-	$(BIN)/python -m modeling_simplified.training.demo $(DEMO_ARGS)
+	$(BIN)/python -m examples.demo $(DEMO_ARGS)
 
 # Lint and format check (configuration: [tool.ruff] in pyproject.toml). `ruff format .` and `ruff check --fix .` fix.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The paper's block comparison in miniature (docs/reproduction/): an lr sweep per block, then two seeds at each
-# block's lr, and RaPTr at equal steps and FLOPs, at the codeparrot-tiny presets' own shape (4 blocks, d=128, 300
-# steps; about 75 minutes on 2 cores). Other options via REPRODUCE_ARGS, e.g. REPRODUCE_ARGS="--seeds 0 1 2 --jobs 3".
+# The paper's block comparison in miniature (experiments/reproduce/, results in docs/reproduction/): an lr sweep
+# per block, then two seeds at each block's lr, and RaPTr at equal steps and FLOPs, at the codeparrot-tiny presets'
+# own shape (4 blocks, d=128, 300 steps; about 75 minutes on 2 cores). Other options via REPRODUCE_ARGS, e.g. REPRODUCE_ARGS="--seeds 0 1 2 --jobs 3".
 REPRODUCE_ARGS ?= --seeds 0 1 --jobs 2 --raptr recommended --layers 4 --hidden-size 128 --steps 300
 reproduce: setup
-	$(BIN)/python -m modeling_simplified.training.reproduce $(REPRODUCE_ARGS)
+	$(BIN)/python -m experiments.reproduce $(REPRODUCE_ARGS)
 
 test: setup
 	$(BIN)/pytest -q

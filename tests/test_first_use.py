@@ -125,7 +125,7 @@ def test_exports_folder_the_docs_use_is_ignored_by_git():
 def test_the_demo_keeps_a_previous_run(tmp_path):
     """`make demo` replaced runs/demo silently; now a previous run is kept and the new one goes beside it, with a
     note saying where (or replaces it with --overwrite)."""
-    from modeling_simplified.training.demo import output_dir_for
+    from examples.demo import output_dir_for
 
     demo = tmp_path / "demo"
     assert output_dir_for(demo) == (demo, None)

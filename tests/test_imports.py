@@ -1,6 +1,6 @@
 """No import circle among the project's own modules, and their imports at module level (read with `ast`, nothing
 imported). The project's modules: the package `modeling_simplified/`, `conversion/` and `hub_cards/` (which install
-as `modeling_simplified.conversion` / `.hub_cards`, pyproject's package-dir) and the checkout's `benchmarks/`."""
+as `modeling_simplified.conversion` / `.hub_cards`, pyproject's package-dir) and the checkout's tools (`benchmarks/`, `experiments/`, `examples/`)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 # The shipped Hub files (configuration_simplified.py, modeling_simplified.py and its siblings) import only flat
 # siblings and never training code, so none of them needs an entry; keep this empty unless a cycle cannot be broken.
 ALLOWED_FUNCTION_LEVEL: dict[str, str] = {}
+#: the checkout's tools: plain folders that import the installed package
+TOOLS = ("benchmarks", "experiments", "examples")
 
 
 def _package_dirs() -> dict[str, Path]:
-    """Package name -> folder: pyproject's package-dir, plus the checkout's benchmarks/ (not installed)."""
+    """Package name -> folder: pyproject's package-dir, plus the checkout's tools (not installed)."""
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     dirs = {name: ROOT / folder for name, folder in setuptools["package-dir"].items()}
-    dirs["benchmarks"] = ROOT / "benchmarks"
+    for tool in TOOLS:
+        dirs[tool] = ROOT / tool
     return dirs
 
 
@@ -73,7 +76,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str,
                 continue
             for target in dict.fromkeys(targets):
                 if target not in modules:
-                    if target.split(".")[0] in {"modeling_simplified", "benchmarks"}:
+                    if target.split(".")[0] in {"modeling_simplified", *TOOLS}:
                         raise AssertionError(f"{path}:{child.lineno}: {target} is no module of the project")
                     continue
                 parts = target.split(".")
@@ -130,6 +133,8 @@ def test_the_graph_covers_the_project():
         graph
     )
     assert {"modeling_simplified.hub_cards.export", "benchmarks.raptr"} <= set(graph)
+    assert {"experiments.reproduce.run", "examples.demo"} <= set(graph)
+    assert "modeling_simplified.training.api" in graph["experiments.reproduce.jobs"]
     assert "modeling_simplified.optimization" in graph["modeling_simplified.training.trainer"]
 
 

@@ -256,7 +256,7 @@ def test_unknown_preset_names_the_available_ones():
 
 def test_a_run_validates_its_preset_once(tmp_path, monkeypatch):
     """`simplified-train`'s plan builds the model config once, after the block switch and the overrides."""
-    from modeling_simplified.training import cli
+    from modeling_simplified.training import api, cli, presets
 
     built = []
     real = presets.build_config
@@ -264,6 +264,7 @@ def test_a_run_validates_its_preset_once(tmp_path, monkeypatch):
         presets, "build_config", lambda fields, where="model": built.append(where) or real(fields, where)
     )
     argv = ["--preset", "codeparrot-tiny-sas_p", "--block-type", "pre_ln", "--set", "hidden_size=64"]
-    plan = cli.plan_run(cli.build_parser().parse_args([*argv, "--output-dir", str(tmp_path / "run")]))
+    plan = cli.plan_from_args(cli.build_parser().parse_args([*argv, "--output-dir", str(tmp_path / "run")]))
+    api.check_plan(plan)
     assert plan.preset.name == "codeparrot-tiny-pre_ln" and plan.preset.model["hidden_size"] == 64
     assert len(built) == 1

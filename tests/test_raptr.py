@@ -492,7 +492,7 @@ def test_cli_raptr_refusals_name_the_options(tmp_path, capsys):
 
 
 def test_planned_steps_match_the_trainer(tmp_path):
-    from modeling_simplified.training.cli import _planned_steps
+    from modeling_simplified.training.api import planned_steps
 
     data = [{"input_ids": ids, "labels": ids} for ids in _ids(0, 50, 8)]
     for epochs, batch, accumulation, drop_last in [(2.0, 4, 1, False), (2.5, 4, 3, False), (1.0, 8, 2, True)]:
@@ -507,7 +507,7 @@ def test_planned_steps_match_the_trainer(tmp_path):
         )
         trainer = Trainer(model=SimplifiedForCausalLM(tiny_config()), args=args, train_dataset=data)
         real = trainer.set_initial_training_values(args, trainer.get_train_dataloader())[-1]
-        assert _planned_steps(args, data) == real, (epochs, batch, accumulation, drop_last)
+        assert planned_steps(args, data) == real, (epochs, batch, accumulation, drop_last)
 
 
 def test_ddp_needs_no_find_unused_parameters_for_any_preset():

@@ -1,11 +1,17 @@
-"""simplified-reproduce: determinism on CPU, the table/JSON/plots/claims it writes, and the claims logic."""
+"""The reproduction experiment (`python -m experiments.reproduce`): determinism on CPU, the table/JSON/plots/claims
+it writes, the claims logic, and the report regenerated from the committed results."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
-from modeling_simplified.training import reproduce
+from experiments.reproduce import analysis, jobs, planning, report
+from experiments.reproduce.run import main as reproduce_main
+from modeling_simplified.configuration_simplified import BLOCKS
+
+REPO = Path(__file__).resolve().parents[1]
 
 TINY = ["--steps", "4", "--layers", "2", "--hidden-size", "32", "--heads", "2", "--seq-len", "32"]
 SWEEP = ["--lr-grid", "0.001", "0.004", "--sweep-steps", "4"]
@@ -20,7 +26,7 @@ def tiny_runs(tmp_path_factory):
         out = root / f"out{k}"
         argv = [*TINY, *SWEEP, "--blocks", "pre_ln", "sas_p", "--output-dir", str(out)]
         argv += ["--runs-dir", str(root / f"runs{k}")]
-        assert reproduce.main(argv) == 0
+        assert reproduce_main(argv) == 0
         outs.append(out)
     return root, outs
 
@@ -100,41 +106,46 @@ def test_claims_logic():
         _record("simplest", [5, 4, 3, 2.6, 2.15], 0.5),  # +2.4% vs sas_p: slightly behind
         _record("sas_softmax", [5, 4, 3, 2.6, 2.1], 1.0),  # +3.4% vs sas: not clearly worse
     ]
-    table = reproduce.summarise(records)
-    held = [v["held"] for v in reproduce.claims(table, records)]
+    table = analysis.summarise(records)
+    held = [v["held"] for v in analysis.claims(table, records)]
     assert held == [True, False, True, False, True, False]
-    assert reproduce.loss_at_time(records, "sas_p", 1.75) == pytest.approx(2.6 + (2.1 - 2.6) * 0.5)
-    assert reproduce.loss_at_time(records, "sas_p", 9.0) == 2.1  # past its end: its final loss
+    assert analysis.loss_at_time(records, "sas_p", 1.75) == pytest.approx(2.6 + (2.1 - 2.6) * 0.5)
+    assert analysis.loss_at_time(records, "sas_p", 9.0) == 2.1  # past its end: its final loss
 
 
 def test_bad_input(capsys):
-    assert reproduce.main(["--steps", "6"]) == 2
+    assert reproduce_main(["--steps", "6"]) == 2
     assert "--steps must be a positive multiple of 4" in capsys.readouterr().err
-    assert reproduce.main(["--preset", "crammed-bert-tiny", "--blocks", "pre_ln"]) == 2  # exists, but masked-LM
+    assert reproduce_main(["--preset", "crammed-bert-tiny", "--blocks", "pre_ln"]) == 2  # exists, but masked-LM
     assert "preset 'crammed-bert-tiny-pre_ln' is a masked-lm preset" in capsys.readouterr().err
-    assert reproduce.main(["--preset", "glue", "--blocks", "sas"]) == 2
+    assert reproduce_main(["--preset", "glue", "--blocks", "sas"]) == 2
     assert "no preset 'glue-sas' for block 'sas'" in capsys.readouterr().err
 
 
 def test_ablation_is_sas_with_softmax(tmp_path):
-    args = reproduce.build_parser().parse_args([*TINY, "--blocks", "sas_softmax"])
-    argv = reproduce.train_argv(args, "sas_softmax", 1, tmp_path)
-    assert argv[argv.index("--preset") + 1] == "codeparrot-tiny-sas"
-    assert "attention_type=softmax" in argv and "training.seed=1" in argv
+    args = planning.build_parser().parse_args([*TINY, "--blocks", "sas_softmax"])
+    plan = planning.train_plan(args, "sas_softmax", 1, tmp_path)
+    assert plan.preset.name == "codeparrot-tiny-sas"
+    assert plan.preset.model["attention_type"] == "softmax" and plan.preset.training.seed == 1
     # a run's lr is the sweep's choice when given, else the preset's (no per-block rule any more)
-    swept = reproduce.train_argv(args, "simplest", 0, tmp_path, lr=0.004, steps=8)
-    assert "training.learning_rate=0.004" in swept and swept[swept.index("--max-steps") + 1] == "8"
-    paper = reproduce.build_parser().parse_args(["--preset", "codeparrot", "--preset-shape"])
+    swept = planning.train_plan(args, "simplest", 0, tmp_path, lr=0.004, steps=8)
+    assert swept.preset.training.learning_rate == 0.004 and swept.preset.training.max_steps == 8
+    paper = planning.build_parser().parse_args(["--preset", "codeparrot", "--preset-shape"])
     for name in ("simplest", "sas_p", "post_ln", "normformer"):
-        argv = reproduce.train_argv(paper, name, 0, tmp_path)
-        assert [a for a in argv if a.startswith("training.learning_rate")] == ["training.learning_rate=0.001"], name
+        plan = planning.train_plan(paper, name, 0, tmp_path)
+        assert plan.preset.training.learning_rate == 0.001, name
+
+
+def test_the_variants_are_every_block_type_and_the_softmax_ablation():
+    assert list(planning.VARIANTS) == [*BLOCKS, "sas_softmax"]
+    assert all(planning.VARIANTS[name].block_type == name for name in BLOCKS)
 
 
 def test_lr_choice_lowest_final_loss_diverged_worst_ties_smaller():
     def record(block, lr, loss):
         return {"block": block, "learning_rate": lr, "steps": 4, "eval_loss": {"4": loss}}
 
-    args = reproduce.build_parser().parse_args([*TINY, "--blocks", "pre_ln", "sas", "simplest"])
+    args = planning.build_parser().parse_args([*TINY, "--blocks", "pre_ln", "sas", "simplest"])
     records = [
         record("pre_ln", 1e-3, 3.0),
         record("pre_ln", 2e-3, 2.5),
@@ -146,24 +157,22 @@ def test_lr_choice_lowest_final_loss_diverged_worst_ties_smaller():
         record("simplest", 2e-3, 2.0),  # a tie: the smaller lr
         record("simplest", 4e-3, float("inf")),
     ]
-    sweep = reproduce.choose_lrs(args, records)
+    sweep = analysis.choose_lrs(args.blocks, args.seeds[0], records)
     assert {name: row["chosen"] for name, row in sweep.items()} == {"pre_ln": 2e-3, "sas": 4e-3, "simplest": 1e-3}
     assert [sweep[n]["at_edge"] for n in ("pre_ln", "sas", "simplest")] == [False, True, True]
     assert sweep["sas"]["loss"] == {"0.001": 3.0, "0.002": float("inf"), "0.004": 2.9}
 
 
 def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypatch, tmp_path):
-    from modeling_simplified.training import cli
-
     root, (out, _) = tiny_runs
     before = json.loads((out / "results.json").read_text())
 
     def no_training(*args, **kwargs):
         raise AssertionError("trained instead of reusing")
 
-    monkeypatch.setattr(cli, "run", no_training)
+    monkeypatch.setattr(jobs, "train", no_training)
     argv = [*TINY, *SWEEP, "--blocks", "pre_ln", "sas_p", "--runs-dir", str(root / "runs0")]
-    assert reproduce.main([*argv, "--output-dir", str(tmp_path / "again")]) == 0
+    assert reproduce_main([*argv, "--output-dir", str(tmp_path / "again")]) == 0
     again = json.loads((tmp_path / "again" / "results.json").read_text())
     assert again["runs"] == before["runs"] and again["table"] == before["table"]
     assert again["runs"][0]["torch_threads"] >= 1
@@ -171,19 +180,19 @@ def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypa
     longer = [a if a != "4" else "8" for a in argv]
     for changed in (longer, [*argv, "--retrain"]):
         with pytest.raises(AssertionError, match="trained instead of reusing"):
-            reproduce.main([*changed, "--output-dir", str(tmp_path / "changed")])
+            reproduce_main([*changed, "--output-dir", str(tmp_path / "changed")])
 
 
 def test_an_interrupted_sweep_resumes_at_the_missing_run(monkeypatch, tmp_path):
     """A sweep run whose record is gone (the command stopped inside it) is the one run trained again."""
     runs = tmp_path / "runs"
     argv = [*TINY, *SWEEP, "--blocks", "sas_p", "--runs-dir", str(runs), "--output-dir", str(tmp_path / "o")]
-    assert reproduce.main(argv) == 0
+    assert reproduce_main(argv) == 0
     (runs / "sweep" / "lr0.004" / "sas_p" / "record.json").unlink()
     trained = []
-    original = reproduce.run_one
-    monkeypatch.setattr(reproduce, "run_one", lambda args, run: trained.append(run) or original(args, run))
-    assert reproduce.main(argv) == 0
+    original = jobs.run_one
+    monkeypatch.setattr(jobs, "run_one", lambda args, run: trained.append(run) or original(args, run))
+    assert reproduce_main(argv) == 0
     assert [(r.name, r.lr, r.run_dir) for r in trained] == [("sas_p", 0.004, runs / "sweep" / "lr0.004" / "sas_p")]
     assert json.loads((tmp_path / "o" / "results.json").read_text())["lr_sweep"]["sas_p"]["grid"] == [0.001, 0.004]
 
@@ -194,7 +203,7 @@ def test_jobs_train_seeds_in_child_processes(tmp_path, capsys):
 
     runs, out = tmp_path / "runs", tmp_path / "out"
     argv = [*TINY, *SWEEP, "--blocks", "pre_ln", "--seeds", "0", "1", "--jobs", "2", "--runs-dir", str(runs)]
-    assert reproduce.main([*argv, "--output-dir", str(out)]) == 0
+    assert reproduce_main([*argv, "--output-dir", str(out)]) == 0
     result = json.loads((out / "results.json").read_text())
     assert [(r["block"], r["seed"]) for r in result["runs"]] == [("pre_ln", 0), ("pre_ln", 1)]
     assert {r["torch_threads"] for r in result["runs"]} == {max(1, torch.get_num_threads() // 2)}
@@ -206,11 +215,11 @@ def test_jobs_train_seeds_in_child_processes(tmp_path, capsys):
     assert f"final runs, share 2/2, log {runs / 'final-1.log'}" in capsys.readouterr().err
     # a child that fails is named, with its log
     bad = [*TINY, *SWEEP, "--blocks", "pre_ln", "--seeds", "2", "3", "--jobs", "2", "--runs-dir", str(runs / "bad")]
-    assert reproduce.main([*bad, "--set", "no_such_field=1", "--output-dir", str(tmp_path / "bad")]) == 1
+    assert reproduce_main([*bad, "--set", "no_such_field=1", "--output-dir", str(tmp_path / "bad")]) == 1
     err = capsys.readouterr().err
     assert f"training failed for sweep share 1 (exit 2, log {runs / 'bad' / 'sweep-0.log'}); sweep share 2" in err
     assert "no_such_field" in (runs / "bad" / "sweep-0.log").read_text()
-    assert reproduce.main([*argv[:-4], "--jobs", "0"]) == 2
+    assert reproduce_main([*argv[:-4], "--jobs", "0"]) == 2
     assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
 
 
@@ -261,7 +270,7 @@ def test_raptr_against_the_full_model_at_equal_steps_and_equal_flops(tmp_path):
     and for steps / expected relative FLOPs (2-3-4 on 4 layers: 0.75, so 16 for 12), every seed, compared per seed."""
     shape = ["--steps", "12", "--layers", "4", "--hidden-size", "32", "--heads", "2", "--seq-len", "32"]
     argv = [*shape, "--no-sweep", "--blocks", "pre_ln", "--raptr", "2-3-4", "--runs-dir", str(tmp_path / "runs")]
-    assert reproduce.main([*argv, "--output-dir", str(tmp_path / "out")]) == 0
+    assert reproduce_main([*argv, "--output-dir", str(tmp_path / "out")]) == 0
     result = json.loads((tmp_path / "out" / "results.json").read_text())
     assert [r["block"] for r in result["runs"]] == ["pre_ln"]  # the table holds the full-model runs only
     settings = {r["raptr"]["setting"]: r for r in result["raptr_runs"]}
@@ -283,7 +292,7 @@ def _raptr_row(full_losses, raptr_losses, setting="equal_steps"):
 
     full = [record(s, loss) for s, loss in enumerate(full_losses)]
     raptr = [record(s, loss, raptr={"setting": setting}) for s, loss in enumerate(raptr_losses)]
-    return reproduce.raptr_comparison(full, raptr)[setting]
+    return analysis.raptr_comparison(full, raptr)[setting]
 
 
 def test_raptr_verdict_is_inconclusive_when_seeds_disagree():
@@ -299,8 +308,8 @@ def test_claim_is_inconclusive_when_the_seeds_disagree():
         _record("simplest", [5, 4, 3, 2.5, 2.12], 1.0, seed=0),
         _record("simplest", [5, 4, 3, 2.5, 2.08], 1.0, seed=1),
     ]
-    table = reproduce.summarise(records)
-    claim = next(v for v in reproduce.claims(table, records) if v["claim"].startswith("no norms"))
+    table = analysis.summarise(records)
+    claim = next(v for v in analysis.claims(table, records) if v["claim"].startswith("no norms"))
     assert claim["held"] is None and claim["verdict"] == "inconclusive"
     assert "per seed 0: +6.00% (not), 1: +4.00% (held)" in claim["numbers"]
 
@@ -312,8 +321,8 @@ def test_ordering_claim_is_inconclusive_inside_the_seed_spread():
     def verdict(pre_ln_finals, value_finals):
         records = [_record("pre_ln", [5, 4, 3, 2.5, f], 1.0, seed=s) for s, f in enumerate(pre_ln_finals)]
         records += [_record("value_skipinit", [5, 4, 3, 2.5, f], 1.0, seed=s) for s, f in enumerate(value_finals)]
-        table = reproduce.summarise(records)
-        return next(v for v in reproduce.claims(table, records) if v["claim"].startswith("V-SkipInit"))
+        table = analysis.summarise(records)
+        return next(v for v in analysis.claims(table, records) if v["claim"].startswith("V-SkipInit"))
 
     noisy = verdict([2.0, 2.2], [2.05, 2.25])
     assert noisy["verdict"] == "inconclusive" and noisy["held"] is None and "seed spread 0.2000" in noisy["numbers"]
@@ -331,7 +340,17 @@ def test_raptr_verdict_is_inconclusive_inside_the_seed_spread():
 def test_wall_clock_claim_is_checked_on_every_seed():
     records = [_record("pre_ln", [5, 4, 3, 2.5, 2.0], 1.0, seed=s) for s in (0, 1)]
     records += [_record("sas_p", [5, 4, 3, 2.5, final], 1.0, seed=s) for s, final in ((0, 1.8), (1, 2.1))]
-    table = reproduce.summarise(records)
-    claim = next(v for v in reproduce.claims(table, records) if "wall-clock" in v["claim"])
+    table = analysis.summarise(records)
+    claim = next(v for v in analysis.claims(table, records) if "wall-clock" in v["claim"])
     assert claim["verdict"] == "inconclusive" and claim["held"] is None
     assert "per seed 0: 1.8000 vs 2.0000 (held), 1: 2.1000 vs 2.0000 (not)" in claim["numbers"]
+
+
+def test_the_committed_report_is_regenerated_from_its_results_json(tmp_path):
+    """`docs/reproduction/results.json` alone gives the committed `results.md` and every plot."""
+    committed = REPO / "docs" / "reproduction"
+    (tmp_path / "results.json").write_text((committed / "results.json").read_text())
+    assert report.main([str(tmp_path)]) == 0
+    assert (tmp_path / "results.md").read_text() == (committed / "results.md").read_text()
+    for name in ("loss_vs_step.png", "loss_vs_time.png", "gains.png", "kurtosis.png", "signal_propagation.png"):
+        assert (tmp_path / name).stat().st_size > 0, name

@@ -495,7 +495,7 @@ def test_list_presets_names_every_preset_with_its_task(capsys):
 
 def test_demo_trains_exports_reloads_with_remote_code_and_generates(tmp_path, capsys):
     """`make demo` in miniature; it logs no warning (transformers', datasets', ours) and raises no Python warning."""
-    from modeling_simplified.training import demo
+    from examples import demo
 
     with assert_no_warnings():
         status = demo.main(

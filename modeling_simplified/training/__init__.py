@@ -1,1 +1,2 @@
-"""Training recipes, data, callbacks and the CLI (never imported by the Hub-shipped modules)."""
+"""Training recipes, data, callbacks, the training API (`api.train`) and its CLI (never imported by the Hub-shipped
+modules)."""

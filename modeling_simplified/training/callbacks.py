@@ -1,6 +1,6 @@
 """Diagnostics callback (`--diagnostics`): the trajectories the authors track, logged with the train loss.
 
-Per layer i (keys `diag/L{i}/...`):
+Per layer i, by name (`DiagnosticsCallback.layers()`, `TrainResult.layers`; logged as `diag/L{i}/<name>`):
 - `beta_ff`, `beta_sa`: the residual-branch gains βFF, βSA (the trainable `Gain` modules `mlp_gain`, `attn_gain`);
 - `alpha_mean`/`alpha_std`, `beta_mean`/`beta_std`, `gamma_mean`/`gamma_std`: shaped attention's per-head α, β, γ
   (eq. 5) over heads;
@@ -39,6 +39,10 @@ def token_cosine_similarity(hidden: torch.Tensor, mask: torch.Tensor | None = No
     return float(pairs[n > 1].mean())
 
 
+#: one layer's diagnostics by name ("beta_ff", "alpha_mean", "kurtosis", "token_cosine_end", ...)
+LayerStats = dict[str, float]
+
+
 def _scalar(module: nn.Module) -> float | None:
     weight = getattr(module, "weight", None)
     if isinstance(weight, torch.Tensor) and weight.numel() == 1:
@@ -46,39 +50,48 @@ def _scalar(module: nn.Module) -> float | None:
     return None
 
 
-def gain_statistics(model: nn.Module) -> dict[str, float]:
-    """The gains of every layer of a simplified model (see the module docstring); absent parts are skipped."""
-    stats: dict[str, float] = {}
-    layers = getattr(getattr(model, "base_model", model), "layers", [])
-    for i, layer in enumerate(layers):
+def layer_gains(model: nn.Module) -> list[LayerStats]:
+    """The gains of every layer of a simplified model by name (see the module docstring); absent parts are
+    skipped."""
+    stats: list[LayerStats] = []
+    for i, layer in enumerate(getattr(getattr(model, "base_model", model), "layers", [])):
+        row: LayerStats = {}
         for key, name in (("beta_ff", "mlp_gain"), ("beta_sa", "attn_gain")):
             value = _scalar(getattr(layer, name, None))
             if value is not None:
-                stats[f"diag/L{i}/{key}"] = value
+                row[key] = value
         mixing = getattr(getattr(layer, "attn", None), "mixing", None)
         for key in ("alpha", "beta", "gamma"):
             gain = getattr(mixing, key, None)
             if gain is not None and hasattr(gain, "weight"):
                 w = gain.weight.detach().float()
-                stats[f"diag/L{i}/{key}_mean"] = float(w.mean())
-                stats[f"diag/L{i}/{key}_std"] = float(w.std()) if w.numel() > 1 else 0.0
+                row[f"{key}_mean"] = float(w.mean())
+                row[f"{key}_std"] = float(w.std()) if w.numel() > 1 else 0.0
         value = getattr(getattr(getattr(layer, "attn", None), "qkv", None), "value", None)
         if i == 0 and value is not None and isinstance(getattr(value, "alpha", None), torch.Tensor):
-            stats[f"diag/L{i}/value_alpha"] = float(value.alpha.detach())
-            stats[f"diag/L{i}/value_beta"] = float(value.beta.detach())
+            row["value_alpha"] = float(value.alpha.detach())
+            row["value_beta"] = float(value.beta.detach())
+        stats.append(row)
     return stats
 
 
+def log_keys(layers: list[LayerStats]) -> dict[str, float]:
+    """Per-layer diagnostics as flat log keys `diag/L{i}/{name}`."""
+    return {f"diag/L{i}/{name}": value for i, row in enumerate(layers) for name, value in row.items()}
+
+
 class DiagnosticsCallback(TrainerCallback):
-    """Hooks the blocks of `model`; on each step that logs, records their output kurtosis. `collect()` returns the
-    gains and the last kurtosis values; `SimplifiedTrainer.log` merges them into the train logs."""
+    """Hooks the blocks of `model`; on each step that logs, records their output kurtosis. `layers()` returns the
+    gains, the last kurtosis values and the probes per layer by name; `SimplifiedTrainer.log` merges them into the
+    train logs (`record`)."""
 
     def __init__(self, model: nn.Module):
         self.capture = False
         self.kurtosis: dict[int, float] = {}
         self.probe_mask: torch.Tensor | None = None  # set while the signal-propagation probe runs
         self.cosine: dict[str, dict[int, float]] = {"init": {}, "end": {}}
-        self.probe_batch: dict[str, torch.Tensor] | None = None  # set by the CLI: the first evaluation examples
+        self.probe_batch: dict[str, torch.Tensor] | None = None  # set by `train`: the first evaluation examples
+        self.history: list[tuple[int, list[LayerStats]]] = []  # (step, per-layer values) at each training log
         layers = getattr(getattr(model, "base_model", model), "layers", [])
         self.handles = [layer.register_forward_hook(self._hook(i)) for i, layer in enumerate(layers)]
 
@@ -128,9 +141,23 @@ class DiagnosticsCallback(TrainerCallback):
             handle.remove()
         self.handles = []
 
-    def collect(self, model: nn.Module) -> dict[str, float]:
-        stats = gain_statistics(model)
-        stats.update({f"diag/L{i}/kurtosis": k for i, k in sorted(self.kurtosis.items())})
-        for when, values in self.cosine.items():
-            stats.update({f"diag/L{i}/token_cosine_{when}": c for i, c in sorted(values.items())})
+    def layers(self, model: nn.Module) -> list[LayerStats]:
+        """Per layer, the gains now, the last kurtosis and the signal-propagation probes, by name."""
+        stats = layer_gains(model)
+        for i, row in enumerate(stats):
+            if i in self.kurtosis:
+                row["kurtosis"] = self.kurtosis[i]
+            for when, values in self.cosine.items():
+                if i in values:
+                    row[f"token_cosine_{when}"] = values[i]
         return stats
+
+    def collect(self, model: nn.Module) -> dict[str, float]:
+        """`layers()` as log keys."""
+        return log_keys(self.layers(model))
+
+    def record(self, step: int, model: nn.Module) -> dict[str, float]:
+        """The log keys of a step that logs the training loss; its per-layer values are kept in `history`."""
+        stats = self.layers(model)
+        self.history.append((step, stats))
+        return log_keys(stats)

@@ -277,7 +277,7 @@ class SimplifiedTrainer(Trainer):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if self.diagnostics is not None and "loss" in logs:
-            logs.update(self.diagnostics.collect(self.model))
+            logs.update(self.diagnostics.record(self.state.global_step, self.model))
         ramp = getattr(self.optimizer, "optimizer", self.optimizer)  # accelerate wraps the optimizer
         if isinstance(ramp, BatchRampAdamW) and "loss" in logs:
             logs["batch_size"] = ramp.batch_size()

@@ -1,17 +1,18 @@
 """The README's main job (`make demo`): train the tiny SAS-P preset on the embedded code corpus (the Python
-standard library of this interpreter), export it Hub-ready, reload the export with `trust_remote_code=True` and
-print a code completion."""
+standard library of this interpreter) with the training API, export it Hub-ready, reload the export with
+`trust_remote_code=True` and print a code completion."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from .cli import main as train
-from .presets import add_set_option
+from modeling_simplified.training.api import TrainPlan, first_line, train
+from modeling_simplified.training.presets import UsageError, add_set_option, apply_override, load_preset
 
 PRESET = "codeparrot-tiny-sas_p"
 PROMPT = "    def __init__(self, "
@@ -52,8 +53,20 @@ def output_dir_for(path: str | Path, overwrite: bool = False) -> tuple[Path, str
     )
 
 
+def demo_plan(output_dir: Path, overwrite: bool, max_steps: int | None, overrides: list[str]) -> TrainPlan:
+    """The tiny SAS-P preset, with the `--set` overrides and a length other than its 300 steps if asked."""
+    preset = load_preset(PRESET, check=False)
+    for assignment in overrides:
+        apply_override(preset, assignment)
+    if max_steps is not None:
+        if max_steps < 1:
+            raise UsageError(f"--max-steps must be >= 1, got {max_steps}.")
+        preset.training.max_steps, preset.training.num_train_epochs = max_steps, None
+    return TrainPlan(preset=preset, output_dir=output_dir, overwrite=overwrite)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m modeling_simplified.training.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m examples.demo", description=__doc__)
     parser.add_argument(
         "--output-dir",
         default="runs/demo",
@@ -63,23 +76,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, help="shorter or longer than the preset's 300 steps")
     parser.add_argument("--prompt", default=PROMPT, help="the code to complete")
     parser.add_argument("--new-tokens", type=int, default=40)
-    add_set_option(parser, "passed on to simplified-train (e.g. data.max_train_samples=40)")
+    add_set_option(parser, "a preset override, as in simplified-train (e.g. data.max_train_samples=40)")
     args = parser.parse_args(argv)
 
     output_dir, note = output_dir_for(args.output_dir, args.overwrite)
     if note:
         print(f"== {note}", flush=True)
-    train_args = ["--preset", PRESET, "--output-dir", str(output_dir)] + (["--overwrite"] if args.overwrite else [])
-    if args.max_steps:
-        train_args += ["--max-steps", str(args.max_steps)]
-    for assignment in args.overrides:
-        train_args += ["--set", assignment]
-    status = train(train_args)
-    if status:
-        return status
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        result = train(demo_plan(output_dir, args.overwrite, args.max_steps or None, args.overrides))
+    except UsageError as err:
+        print(f"simplified-train: error: {first_line(err)}", file=sys.stderr)
+        return 2
+    print(f"simplified-train: done in {output_dir}: " + json.dumps(result.summary()))
 
-    run = output_dir
-    metrics = json.loads((run / "metrics.json").read_text())
+    metrics = result.metrics
     print(
         f"\n== trained {metrics['preset']} ({metrics['parameters'] / 1e6:.2f}M parameters) for {metrics['steps']} "
         f"steps on {metrics['tokens_seen'] / 1e6:.2f}M tokens of {metrics['dataset']}"
@@ -88,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         f"   eval loss {metrics['eval_loss']:.3f} (perplexity {metrics['perplexity']:.1f}), "
         f"{metrics['tokens_per_second']:.0f} tokens/s, wall time {metrics['wall_time_s']:.0f} s"
     )
-    print(f"   loss curve: {run / 'loss_curve.png'}; Hub-ready export: {run / 'export'}", flush=True)
+    print(f"   loss curve: {output_dir / 'loss_curve.png'}; Hub-ready export: {output_dir / 'export'}", flush=True)
     # A fresh interpreter that never imports this package, as a Hub user would load the export.
     reload = subprocess.run(
-        [sys.executable, "-c", RELOAD, str(run / "export"), args.prompt, str(args.new_tokens)],
+        [sys.executable, "-c", RELOAD, str(output_dir / "export"), args.prompt, str(args.new_tokens)],
         stdout=subprocess.PIPE,
         text=True,
     )

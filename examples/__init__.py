@@ -1,0 +1,1 @@
+"""Examples built on the installed package's APIs; not installed with it."""

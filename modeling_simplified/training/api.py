@@ -1,0 +1,454 @@
+"""The training core: a `TrainPlan` in, a `TrainResult` out. `train(plan)` builds the model, the data and the
+`SimplifiedTrainer`, runs it and writes the run's folder; `simplified-train` (`cli.py`) parses argv into a plan and
+calls it, and the tools outside the library (the demo, the reproduction) build plans directly.
+
+A run writes into its output directory: Trainer checkpoints (`checkpoint-<step>/`), `preset.json` (the resolved
+preset), `metrics.json`, `loss_curve.png` and a Hub-ready export (`export/`). Bad input (a bad preset field,
+unreachable dataset, an output directory holding another run) raises `UsageError` before anything in the output
+directory is written.
+
+Under `torchrun` / `accelerate launch` every rank trains (the Trainer's DDP); only the world process zero writes the
+run's files (the Trainer's checkpoints, `preset.json`, the plot, the export and `metrics.json`), after every rank has
+checked its input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from transformers import AutoTokenizer, DataCollatorWithPadding, set_seed
+
+from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification
+from modeling_simplified.hub_cards.export import export_model
+
+from .callbacks import DiagnosticsCallback, LayerStats
+from .data import PackingCollator, ResumableMaskingCollator, build_task_data
+from .plotting import plot_loss_curve
+from .presets import EMBEDDED, Preset, UsageError, build_config, validate
+from .raptr import RaptrCallback, RaptrSpecError
+from .runs import latest_checkpoint, pretrained_dir
+from .trainer import SimplifiedTrainer, training_arguments
+
+#: the figures `simplified-train` prints when a run ends (those of the task; floats rounded to 4 digits)
+SUMMARY_KEYS = (
+    "steps",
+    "tokens_seen",
+    "train_loss",
+    "eval_loss",
+    "perplexity",
+    "eval_accuracy",
+    "majority_baseline",
+    "wall_time_s",
+)
+
+
+@dataclasses.dataclass
+class RaptrOptions:
+    """RaPTr progressive subnetworks (Panigrahi et al. 2024; `raptr.py`): the `RaptrCallback` arguments and the lr
+    schedule (`stagewise`, the paper's §4 / App. D.4: the peak lr constant through every stage but the last, then a
+    linear decay to 0; `preset`: the preset's own schedule)."""
+
+    spec: str = "recommended"
+    lengths: str | list[int] = "equal"
+    full_model_steps: int = 0
+    scaling: str | None = None
+    variant: str = "depth"
+    lr_schedule: str = "stagewise"
+
+
+@dataclasses.dataclass
+class TrainPlan:
+    """One run: the preset as it is to be trained (model fields, `TrainingRecipe`, `DataSpec`, after any block
+    switch and overrides; `train` validates it) and what to do with it."""
+
+    preset: Preset
+    output_dir: Path  # a str is taken as a path
+    #: continue the run in `output_dir` from its last complete checkpoint (with the same preset)
+    resume: bool = False
+    #: replace a previous run in `output_dir` (without it, a non-empty `output_dir` is refused)
+    overwrite: bool = False
+    #: the dataset was named by the user: never fall back to the embedded corpus when it cannot be loaded
+    explicit_dataset: bool = False
+    #: per-layer gains, activation kurtosis and signal propagation (`callbacks.py`), logged and returned
+    diagnostics: bool = False
+    #: write the Hub-ready export (`output_dir/export`)
+    export: bool = True
+    raptr: RaptrOptions | None = None
+
+    def __post_init__(self) -> None:
+        self.output_dir = Path(self.output_dir)
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a run reports: `metrics` (the content of `metrics.json`: steps, tokens, losses, timings, the RaPTr
+    report), this process's Trainer log history, and with `plan.diagnostics` the per-layer diagnostics by name."""
+
+    output_dir: Path
+    metrics: dict[str, Any]
+    log_history: list[dict[str, Any]]
+    #: per layer, the diagnostics at the end (`LayerStats`: "beta_ff", "alpha_mean", "kurtosis", ...)
+    layers: list[LayerStats] = dataclasses.field(default_factory=list)
+    #: (step, per-layer diagnostics) at every step that logged the training loss
+    layer_history: list[tuple[int, list[LayerStats]]] = dataclasses.field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return self.metrics["steps"]
+
+    @property
+    def train_loss(self) -> float | None:
+        return self.metrics["train_loss"]
+
+    @property
+    def eval_loss(self) -> float:
+        return self.metrics["eval_loss"]
+
+    @property
+    def wall_time_s(self) -> float:
+        return self.metrics["wall_time_s"]
+
+    @property
+    def eval_losses(self) -> dict[int, float]:
+        """The eval loss at every evaluation of this process, by step."""
+        return {int(e["step"]): e["eval_loss"] for e in self.log_history if "eval_loss" in e}
+
+    @property
+    def train_losses(self) -> list[tuple[int, float]]:
+        """(step, training loss) at every step that logged it."""
+        return [(e["step"], e["loss"]) for e in self.log_history if "loss" in e]
+
+    def summary(self) -> dict[str, Any]:
+        """The headline figures (`SUMMARY_KEYS` present for the task), floats rounded to 4 digits."""
+        return {
+            k: round(self.metrics[k], 4) if isinstance(self.metrics[k], float) else self.metrics[k]
+            for k in SUMMARY_KEYS
+            if k in self.metrics
+        }
+
+
+def first_line(err: BaseException) -> str:
+    """What a CLI prints of an error: the first line of its message (load reports and tracebacks stay out)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+# -- checking a plan -------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class CheckedPlan:
+    """The folders a checked plan reads: the checkpoint it resumes from, the pretrained model it starts from."""
+
+    resume_from: Path | None
+    init_from: Path | None
+
+
+def check_plan(plan: TrainPlan) -> CheckedPlan:
+    """Validate the preset (the run's one validation) and resolve the folders the plan reads; raises `UsageError`
+    before anything is written."""
+    preset, output_dir = plan.preset, plan.output_dir
+    if plan.resume and plan.overwrite:
+        raise UsageError("--resume and --overwrite exclude each other.")
+    validate(preset)
+    init_from = pretrained_dir(preset.training.init_from) if preset.training.init_from else None
+
+    resume_from = None
+    saved = output_dir / "preset.json"
+    if plan.resume:
+        resume_from = latest_checkpoint(output_dir)
+        if resume_from is None:
+            raise UsageError(f"--resume: no complete checkpoint in {output_dir}.")
+        if saved.is_file():
+            before = json.loads(saved.read_text())
+            now = json.loads(json.dumps(preset.to_dict()))
+            changed = sorted(
+                f"{section}.{key}"
+                for section in ("model", "training", "data")
+                for key in set(before.get(section, {})) | set(now[section])
+                if before.get(section, {}).get(key) != now[section].get(key)
+            )
+            if changed:
+                raise UsageError(
+                    f"--resume: the settings differ from the run in {output_dir} "
+                    f"({', '.join(changed)}); resume with the same preset and overrides."
+                )
+    elif output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())) and not plan.overwrite:
+        raise UsageError(
+            f"output directory {output_dir} is not empty; pass --resume to continue its run, "
+            "--overwrite to replace it, or choose another --output-dir."
+        )
+    if plan.raptr is not None and preset.training.batch_ramp_to:
+        raise UsageError(
+            f"--raptr cannot be combined with the batch ramp of preset {preset.name!r} "
+            f"(training.batch_ramp_to={preset.training.batch_ramp_to}): its optimizer makes every Trainer step one "
+            "micro-batch, so RaPTr would draw a new subnetwork per micro-batch instead of per optimizer update. "
+            "Pass --set training.batch_ramp_to=null to train with RaPTr and a fixed batch."
+        )
+    return CheckedPlan(resume_from=resume_from, init_from=init_from)
+
+
+# -- the run ---------------------------------------------------------------------------------------------------
+def train(plan: TrainPlan) -> TrainResult:
+    """Train as planned; returns the run's result, whose `metrics` the world process zero also writes to
+    `metrics.json`. Bad input raises `UsageError` before anything is written."""
+    started = time.time()
+    checked = check_plan(plan)
+    preset, out = plan.preset, plan.output_dir
+    raptr = plan.raptr
+    raptr_cb = _raptr_callback(raptr) if raptr is not None else None
+    # under torchrun / accelerate launch this joins the process group (no file is written)
+    args = training_arguments(preset.training, str(out), eval_on_start=checked.resume_from is None)
+    main_process = args.process_index == 0
+    model, data = _model_and_data(preset, checked.init_from, plan.explicit_dataset)
+    lr_decay_start = None
+    if raptr_cb is not None:
+        steps = planned_steps(args, data.train)
+        _check_raptr_schedule(raptr_cb, model, steps)
+        if raptr.lr_schedule == "stagewise":
+            if steps is None:
+                raise UsageError(
+                    "--raptr-lr-schedule stagewise needs the run's number of optimizer steps, which a dataset "
+                    "without length does not give: pass --max-steps, or --raptr-lr-schedule preset."
+                )
+            lr_decay_start = raptr_cb.build(model.config, steps).stages[-1].start
+
+    # everything that can fail on user input has been checked (on every rank: check_plan read the output directory,
+    # hence the barrier): from here on the world process zero writes the output directory
+    _wait_for_everyone(args)
+    if main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        if checked.resume_from is None:
+            for stale in [*out.glob("checkpoint-*"), out / "export"]:
+                shutil.rmtree(stale, ignore_errors=True)
+            for stale in ("metrics.json", "loss_curve.png"):
+                (out / stale).unlink(missing_ok=True)
+        # the name too, so that `--resume` without `--preset` reports the run under it (not the folder's name)
+        (out / "preset.json").write_text(json.dumps({"name": preset.name, **preset.to_dict()}, indent=2) + "\n")
+    _wait_for_everyone(args)
+
+    if preset.task == "sequence-classification":
+        collator = DataCollatorWithPadding(data.tokenizer)
+    else:
+        collator = ResumableMaskingCollator(
+            data.tokenizer,
+            mlm=preset.task == "masked-lm",
+            mlm_probability=preset.data.mlm_probability,
+            seed=preset.training.seed,
+        )
+        if preset.data.packing:
+            collator = PackingCollator(collator if preset.task == "masked-lm" else None)
+    diag = DiagnosticsCallback(model) if plan.diagnostics else None
+    if diag is not None and data.eval is not None and len(data.eval) and preset.task != "sequence-classification":
+        # the signal-propagation probe's batch: the first evaluation examples, padded (no collator: no randomness)
+        examples = [{"input_ids": data.eval[i]["input_ids"]} for i in range(min(8, len(data.eval)))]
+        diag.probe_batch = dict(data.tokenizer.pad(examples, return_tensors="pt"))
+    trainer = SimplifiedTrainer(
+        model=model,
+        args=args,
+        train_dataset=data.train,
+        eval_dataset=data.eval,
+        data_collator=collator,
+        processing_class=data.tokenizer,
+        recipe=preset.training,
+        diagnostics=diag,
+        lr_decay_start=lr_decay_start,
+        callbacks=[cb for cb in (diag, raptr_cb) if cb] or None,
+        compute_metrics=_compute_metrics if preset.task == "sequence-classification" else None,
+        process_started=started,
+    )
+    first_step = 0
+    if checked.resume_from is not None:
+        first_step = json.loads((checked.resume_from / "trainer_state.json").read_text()).get("global_step", 0)
+    output = trainer.train(resume_from_checkpoint=str(checked.resume_from) if checked.resume_from else None)
+    # the whole run's figures, a resumed run's earlier processes included (up to the checkpoint it resumed from)
+    totals = trainer.run_totals(output.training_loss * (trainer.state.global_step - first_step))
+    train_time = totals["train_time_s"]
+    history = trainer.state.log_history
+    final_eval = (
+        next((e for e in reversed(history) if "eval_loss" in e and e.get("step") == trainer.state.global_step), None)
+        or trainer.evaluate()
+    )
+    train_losses = [e["loss"] for e in history if "loss" in e]
+    tokens = int(trainer.state.num_input_tokens_seen)
+    metrics: dict[str, Any] = {
+        "preset": preset.name,
+        "task": preset.task,
+        "block_type": model.config.block_type,
+        "dataset": data.source,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "steps": trainer.state.global_step,
+        "tokens_seen": tokens,
+        "tokens_per_second": tokens / max(train_time, 1e-9),
+        "train_loss": train_losses[-1] if train_losses else None,
+        "train_loss_mean": totals["loss_sum"] / max(trainer.state.global_step, 1),
+        "eval_loss": final_eval["eval_loss"],
+        "learning_rate": preset.training.learning_rate,
+        "train_time_s": train_time,
+        "resumed_from": str(checked.resume_from) if checked.resume_from else None,
+        # one entry per process: the steps it ran (up to its last checkpoint, for an interrupted one) and its time
+        "segments": totals["segments"],
+    }
+    if preset.task == "sequence-classification":
+        labels = list(data.eval["label"])
+        metrics["eval_accuracy"] = final_eval.get("eval_accuracy")
+        metrics["majority_baseline"] = max(labels.count(v) for v in set(labels)) / len(labels)
+    else:
+        metrics["perplexity"] = math.exp(min(final_eval["eval_loss"], 700.0))
+    result = TrainResult(output_dir=out, metrics=metrics, log_history=history)
+    if diag is not None:
+        result.layers, result.layer_history = diag.layers(model), diag.history
+        metrics["diagnostics"] = diag.collect(model)
+    if raptr_cb is not None:  # the Trainer may have replaced it by one restored from the checkpoint
+        metrics["raptr"] = next(cb for cb in trainer.callback_handler.callbacks if type(cb) is type(raptr_cb)).report
+        metrics["raptr"] = {**metrics["raptr"], "lr_schedule": raptr.lr_schedule, "lr_decay_start": lr_decay_start}
+    wall_before = totals["wall_time_s"] - totals["segments"][-1]["wall_time_s"]  # the earlier processes'
+    if not trainer.is_world_process_zero():
+        metrics["segments"][-1]["wall_time_s"] = time.time() - started
+        metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
+        return result  # the world process zero writes the plot, the export and metrics.json
+
+    curve = plot_loss_curve(
+        history, out / "loss_curve.png", title=f"{preset.name} ({model.config.block_type}) on {data.source}"
+    )
+    if plan.export:
+        run_info = {
+            "dataset": data.source,
+            "steps": metrics["steps"],
+            "tokens_seen": tokens,
+            "learning_rate": preset.training.learning_rate,
+            "train_loss": metrics["train_loss"],
+            "eval_loss": metrics["eval_loss"],
+            "perplexity": metrics.get("perplexity"),
+            "loss_curve": str(curve),
+            "license": "apache-2.0",
+        }
+        hub_id = preset.data.dataset
+        if not data.source.startswith(EMBEDDED) and "/" in hub_id and not Path(hub_id).exists():
+            run_info["datasets"] = [hub_id]  # Hub ids only: card metadata
+        metrics["wall_time_s"] = wall_before + time.time() - started
+        run_info["wall_time_s"] = metrics["wall_time_s"]
+        if len(totals["segments"]) > 1:
+            run_info["wall_time_split"] = _time_split(totals["segments"], metrics["wall_time_s"] - wall_before)
+        run_info = {k: v for k, v in run_info.items() if v is not None}
+        metrics["export"] = str(
+            Path(export_model(trainer.model, out / "export", tokenizer=data.tokenizer, run_info=run_info))
+        )
+    metrics["segments"][-1]["wall_time_s"] = time.time() - started  # this process's, to the end
+    metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    return result
+
+
+def _model_and_data(preset: Preset, init_from: Path | None, explicit_dataset: bool):
+    """Data first (it may fail with a UsageError), then the model built for its tokenizer and labels."""
+    tokenizer = None
+    if init_from is not None:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(init_from))
+        except Exception as err:  # noqa: BLE001
+            raise UsageError(f"--init-from {init_from}: no tokenizer there ({first_line(err)}).") from None
+    vocab = preset.model.get("vocab_size", 50257)
+    data = build_task_data(preset.task, preset.data, vocab, explicit_dataset, tokenizer)
+    tokenizer = data.tokenizer
+    cls = {
+        "causal-lm": SimplifiedForCausalLM,
+        "masked-lm": SimplifiedForMaskedLM,
+        "sequence-classification": SimplifiedForSequenceClassification,
+    }[preset.task]
+    extra: dict[str, Any] = {}
+    if data.num_labels:
+        extra = dict(
+            num_labels=data.num_labels,
+            id2label=dict(enumerate(data.label_names)),
+            label2id={name: i for i, name in enumerate(data.label_names)},
+        )
+    set_seed(preset.training.seed)
+    if init_from is not None:
+        fine_tune = {k: v for k, v in preset.model.items() if k.endswith("dropout")}
+        try:
+            model = cls.from_pretrained(str(init_from), **fine_tune, **extra)
+        except Exception as err:  # noqa: BLE001
+            raise UsageError(f"--init-from {init_from}: cannot load a model there ({first_line(err)}).") from None
+    else:
+        first = lambda *ids: next((i for i in ids if i is not None), None)  # noqa: E731
+        specials = dict(
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=first(tokenizer.bos_token_id, tokenizer.cls_token_id),
+            eos_token_id=first(tokenizer.eos_token_id, tokenizer.sep_token_id),
+        )
+        fields = {**preset.model, "vocab_size": len(tokenizer), **specials, **extra}
+        model = cls(build_config(fields, where=f"preset {preset.name!r} model"))
+    return model, data
+
+
+def _compute_metrics(eval_pred) -> dict[str, float]:
+    logits, labels = eval_pred.predictions, eval_pred.label_ids
+    logits = logits[0] if isinstance(logits, tuple) else logits
+    if logits.ndim == 2 and logits.shape[-1] == 1:  # regression (STS-B)
+        return {"pearson": float(np.corrcoef(logits[:, 0], labels)[0, 1])}
+    return {"accuracy": float((logits.argmax(-1) == labels).mean())}
+
+
+def _time_split(segments: list[dict[str, Any]], last_wall_s: float) -> str:
+    """The wall time of each process of a resumed run, for the model card."""
+    parts = [
+        f"steps {seg['from_step']}-{seg['to_step']}: {last_wall_s if i == len(segments) - 1 else seg['wall_time_s']:.0f} s"
+        for i, seg in enumerate(segments)
+    ]
+    return f"{len(segments)} processes (resumed): " + "; ".join(parts)
+
+
+def planned_steps(args, train_dataset) -> int | None:
+    """The optimizer steps the Trainer will run: `max_steps`, or for an epoch-based preset the epochs times the
+    updates per epoch, computed as the Trainer does (per-process batches over the world size, gradient accumulation,
+    a last partial update); None when the dataset has no length."""
+    if args.max_steps > 0:
+        return args.max_steps
+    try:
+        samples = len(train_dataset)
+    except TypeError:
+        return None
+    per_step = args.per_device_train_batch_size * args.world_size
+    batches = samples // per_step if args.dataloader_drop_last else math.ceil(samples / per_step)
+    accumulation = args.gradient_accumulation_steps
+    updates = max(batches // accumulation + int(batches % accumulation > 0), 1)
+    return math.ceil(args.num_train_epochs * updates)
+
+
+def _raptr_callback(options: RaptrOptions) -> RaptrCallback:
+    """A `RaptrCallback` from the options (bad options: UsageError)."""
+    try:
+        return RaptrCallback(
+            spec=options.spec,
+            lengths=options.lengths,
+            full_model_steps=options.full_model_steps,
+            scaling=options.scaling,
+            variant=options.variant,
+        )
+    except RaptrSpecError as err:
+        raise UsageError(f"--raptr: {err}") from None
+
+
+def _check_raptr_schedule(callback: RaptrCallback, model, steps: int | None) -> None:
+    """Build the callback's schedule now (before anything is written) for the model and the run's optimizer steps;
+    with a dataset without length (steps None) the callback checks it when training starts."""
+    if steps is None:
+        return
+    try:
+        callback.build(model.config, steps)
+    except RaptrSpecError as err:
+        raise UsageError(f"--raptr: {str(err).rstrip('.')} (the run has {steps} optimizer steps).") from None
+
+
+def _wait_for_everyone(args) -> None:
+    """A barrier across the ranks of a distributed run (nothing otherwise)."""
+    state = getattr(args, "distributed_state", None)
+    if state is not None:
+        state.wait_for_everyone()

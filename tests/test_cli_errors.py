@@ -1,4 +1,4 @@
-"""Files users bring (issue 21): loading refuses what is not a checkpoint of this model, and every CLI turns bad
+"""Files users bring: loading refuses what is not a checkpoint of this model, and every CLI turns bad
 input into one line on stderr that names the file or field (no traceback). The CLIs run in-process via main()."""
 
 import json

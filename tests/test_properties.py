@@ -1,4 +1,4 @@
-"""Property-based tests of the config space (issue 21): random valid configs over every field of `SimplifiedConfig`
+"""Property-based tests of the config space: random valid configs over every field of `SimplifiedConfig`
 × every head build, run finite under random padding, save → load identically, decode the same with and without
 the KV cache, treat a left-padded row as that row alone, and round-trip through JSON; random invalid values of
 every field raise one ValueError at construction that names the field.
@@ -294,7 +294,7 @@ def test_every_field_has_a_strategy():
         assert _wrong_type(field.type), field.name
 
 
-# -- the classes of bug issue 21 found, one example each ------------------------------------------------------------
+# -- the classes of bug random configs found, one example each ------------------------------------------------------------
 @pytest.mark.parametrize("first_layer_value_mode", ["linear", "identity"])
 @pytest.mark.parametrize("tie", ["all_blocks", "last_block"])
 def test_reparam_tie_needs_reparam_values_in_every_block(first_layer_value_mode, tie):

@@ -158,15 +158,20 @@ def ids(
     return torch.randint(vocab_low, shape.vocab, size, generator=torch.Generator().manual_seed(seed)).to(device)
 
 
-def matmul_flops_per_token(model: torch.nn.Module, shape: Shape) -> float:
-    """Analytic training matmul FLOPs per token: 6 × (weights of every GEMM: Linear, Conv1D, eq. 6's reparameterised
-    matrices) + attention, `QK^T` and `A·X`, each 2·T·d per token and layer, times 3 (forward and backward)."""
-    gemm_weights = sum(
+def gemm_weights(model: torch.nn.Module) -> int:
+    """The weights of every GEMM (Linear, GPT-2's Conv1D, eq. 6's reparameterised matrices, the tied head): what a
+    cached decoding step reads once."""
+    return sum(
         module.weight.numel()
         for module in model.modules()
         if isinstance(module, (torch.nn.Linear, ReparamLinear)) or type(module).__name__ == "Conv1D"
     )
-    return 6 * gemm_weights + 3 * shape.layers * 2 * 2 * shape.seq * shape.width
+
+
+def matmul_flops_per_token(model: torch.nn.Module, shape: Shape) -> float:
+    """Analytic training matmul FLOPs per token: 6 × `gemm_weights` + attention, `QK^T` and `A·X`, each 2·T·d per
+    token and layer, times 3 (forward and backward)."""
+    return 6 * gemm_weights(model) + 3 * shape.layers * 2 * 2 * shape.seq * shape.width
 
 
 def optimizer_for(model: torch.nn.Module) -> torch.optim.Optimizer:

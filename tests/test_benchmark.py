@@ -66,13 +66,14 @@ def test_flop_bound_counts_the_removed_value_and_projection_matrices():
 @pytest.mark.slow  # about a minute on 2 cores: the default suite keeps the unit tests above
 def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    sections = "train,mfu,generate,memory,profile,raptr,packing,loss,allocator"
+    sections = "train,mfu,generate,score,memory,profile,raptr,packing,loss,allocator"
     assert benchmark.main(["--quick", "--sections", sections, "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     titles = (
         "Training step, eager",
         "MFU",
         "Cached generate()",
+        "Scoring (forward only",
         "Peak memory",
         "Profile of one eager",
         "RaPTr",
@@ -96,6 +97,11 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert 0 < mfu["sas_p"]["mfu"] < 1 and mfu["sas_p"]["gemm_calls"] > 0 and 0 < mfu["sas_p"]["gemm_time_share"]
     assert len({row["peak_gflops"] for row in mfu.values()}) == 1  # one peak for every model
     assert set(result["generate"]) == {"batch_1", "batch_8"}
+    assert result["generate"]["batch_1"]["gpt2"]["weight_bound_vs_gpt2"] == 1.0
+    assert 1.05 < result["generate"]["batch_1"]["sas_p"]["weight_bound_vs_gpt2"] < 1.2  # no value, no projection
+    score = result["score"]
+    assert set(score) == {"2x32", "1x64"} and score["2x32"]["pre_ln"]["vs_pre_ln"]["ratio_median"] == 1.0
+    assert score["2x32"]["sas_p"]["flop_bound_vs_pre_ln"] > 1.0 and score["2x32"]["gpt2"]["flop_bound_vs_gpt2"] == 1.0
     assert set(result["memory"]) == {"64", "128"} and result["memory"]["128"]["eager_MiB"] > 0
     top = result["profile"]["sas_p"]["top"]
     assert len(top) == 12 and any(e["op"] == "aten::mm" for e in top)
@@ -182,6 +188,7 @@ def test_every_section_is_registered_with_run_table_and_its_device():
         "train",
         "mfu",
         "generate",
+        "score",
         "memory",
         "compile",
         "profile",
@@ -194,7 +201,7 @@ def test_every_section_is_registered_with_run_table_and_its_device():
         assert callable(section.run) and callable(section.table), name
         assert isinstance(section.ON_CUDA, bool), name
         assert section.__doc__.startswith(f"`{name}`"), name  # the docstring says what the section measures
-    assert benchmark.CUDA_SECTIONS == ("train", "mfu", "generate", "compile", "loss")
+    assert benchmark.CUDA_SECTIONS == ("train", "mfu", "generate", "score", "compile", "loss")
 
 
 def test_a_quick_section_runs_end_to_end(tmp_path, capsys):

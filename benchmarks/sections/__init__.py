@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import allocator, compile, generate, loss, memory, mfu, packing, profile, raptr, train
+from . import allocator, compile, generate, loss, memory, mfu, packing, profile, raptr, score, train
 
 SECTIONS: dict[str, ModuleType] = {
     "train": train,
     "mfu": mfu,
     "generate": generate,
+    "score": score,
     "memory": memory,
     "compile": compile,
     "profile": profile,

@@ -26,7 +26,7 @@ from transformers.utils import is_torchdynamo_compiling
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`F.linear(x, W, b)`. One row on the CPU without autograd (batch-1 decoding, memory-bound) is computed as the
     first column of `W·[x, x]ᵀ`: the BLAS's GEMM reads W about twice as fast as the matrix-vector product that
-    `F.linear` takes for one row (`python -m benchmarks.decode_gemv`). A fixed rule by shape and device, so the same
+    `F.linear` takes for one row (docs/speed.md, Decoding). A fixed rule by shape and device, so the same
     inputs take the same kernel in every process; plain tensors only (a DTensor or quantised weight keeps its own)."""
     if (
         x.device.type != "cpu"

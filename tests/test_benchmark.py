@@ -9,7 +9,7 @@ import pytest
 import torch
 import transformers
 
-from benchmarks import before_after, benchmark, common, parallel_gemm, targets
+from benchmarks import before_after, benchmark, common, gemv, parallel_gemm, targets
 from benchmarks.common import QUICK, build, matmul_flops_per_token, ratios
 from benchmarks.sections import SECTIONS
 from benchmarks.sections.allocator import MALLOC_KEEP
@@ -216,3 +216,12 @@ def test_a_quick_section_runs_end_to_end(tmp_path, capsys):
     with pytest.raises(SystemExit):
         benchmark.main(["--sections", "train,nothing"])
     assert "unknown nothing; allowed: train, mfu," in capsys.readouterr().err
+
+
+def test_gemv_rates_print_and_write(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(gemv, "SHAPES", ((64, 32),))
+    monkeypatch.setattr(gemv, "BYTES", 64 * 32 * 4 * 3)
+    assert gemv.main(["--json", str(tmp_path / "gemv.json")]) == 0
+    (row,) = json.loads((tmp_path / "gemv.json").read_text())["rows"]
+    assert row["out"] == 64 and row["f_linear_GBps"] > 0 and row["linear_GBps"] > 0
+    assert "| 64 × 32 |" in capsys.readouterr().out

@@ -1,0 +1,61 @@
+"""Weight-streaming rate of one decoding row's product `x·Wᵀ` on this CPU, the kernels' fixed rule against
+`F.linear`: `python -m benchmarks.gemv [--json FILE]`. Each shape cycles through enough distinct matrices (about
+500 MB, more than any cache) that every call reads its weights from memory, as a decoding step does; GB/s of
+weights read, median of 7 timed passes. `linear` is `modeling_simplified.kernels_simplified.linear` under
+`torch.no_grad()` (one row on the CPU: the first column of `W·[x, x]ᵀ`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from modeling_simplified.kernels_simplified import linear
+
+#: (out, in) of the CodeParrot shape's matrices: fused QKV, MLP in, MLP out, attention out, the tied LM head
+SHAPES = ((2304, 768), (3072, 768), (768, 3072), (768, 768), (50257, 768))
+BYTES = 500e6
+
+
+def rate(fn, matrices: list[torch.Tensor], x: torch.Tensor) -> float:
+    """GB/s of weights read by `fn(x, W)` over every matrix, median of 7 passes after one untimed."""
+    gigabytes = sum(w.numel() * w.element_size() for w in matrices) / 1e9
+    times = []
+    for i in range(8):
+        start = time.perf_counter()
+        for w in matrices:
+            fn(x, w)
+        if i:
+            times.append(time.perf_counter() - start)
+    return gigabytes / statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gemv", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write the rates here")
+    args = parser.parse_args(argv)
+    torch.manual_seed(0)
+    rows = []
+    print("| W (out × in) | F.linear GB/s | linear GB/s | linear / F.linear |\n|---|---|---|---|")
+    with torch.no_grad():
+        for out_features, in_features in SHAPES:
+            count = max(2, round(BYTES / (out_features * in_features * 4)))
+            matrices = [torch.randn(out_features, in_features) for _ in range(count)]
+            x = torch.randn(1, in_features)
+            f_linear, ours = rate(F.linear, matrices, x), rate(linear, matrices, x)
+            rows.append({"out": out_features, "in": in_features, "f_linear_GBps": f_linear, "linear_GBps": ours})
+            print(f"| {out_features} × {in_features} | {f_linear:.1f} | {ours:.1f} | {ours / f_linear:.2f} |")
+            del matrices
+    if args.json:
+        meta = {"torch": torch.__version__, "threads": torch.get_num_threads(), "command": "python -m benchmarks.gemv"}
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -66,14 +66,16 @@ def train(name: str, shape: Shape, device: torch.device, compiled: bool = False,
     return info, lambda: step(name, model)
 
 
-def train_memory(name: str, shape: Shape, device: torch.device, fused: bool):
+def train_memory(name: str, shape: Shape, device: torch.device, fused: bool | None):
+    """`fused` None: the model's own head (transformers' classes have no `skip_logits`)."""
     torch.manual_seed(0)
     model = build(name, shape, device=device).train()
     optimizer = optimizer_for(model)
     batch = torch.randint(0, shape.vocab, (shape.batch, shape.seq), device=device)
+    head = {} if fused is None else {"skip_logits": fused}
 
     def step():
-        model(input_ids=batch, labels=batch, skip_logits=fused).loss.backward()
+        model(input_ids=batch, labels=batch, **head).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 

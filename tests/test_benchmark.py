@@ -66,7 +66,7 @@ def test_flop_bound_counts_the_removed_value_and_projection_matrices():
 @pytest.mark.slow  # about a minute on 2 cores: the default suite keeps the unit tests above
 def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    sections = "train,mfu,generate,score,memory,profile,raptr,packing,loss,allocator"
+    sections = "train,mfu,generate,score,kv_cache,memory,step_memory,profile,raptr,packing,loss,allocator"
     assert benchmark.main(["--quick", "--sections", sections, "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     titles = (
@@ -74,7 +74,9 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
         "MFU",
         "Cached generate()",
         "Scoring (forward only",
+        "KV cache per token",
         "Peak memory",
+        "glibc trimming freed memory",
         "Profile of one eager",
         "RaPTr",
         "Packing",
@@ -103,6 +105,11 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert set(score) == {"2x32", "1x64"} and score["2x32"]["pre_ln"]["vs_pre_ln"]["ratio_median"] == 1.0
     assert score["2x32"]["sas_p"]["flop_bound_vs_pre_ln"] > 1.0 and score["2x32"]["gpt2"]["flop_bound_vs_gpt2"] == 1.0
     assert set(result["memory"]) == {"64", "128"} and result["memory"]["128"]["eager_MiB"] > 0
+    kv = result["kv_cache"]
+    assert set(kv) == {"gpt2", *BLOCK_TYPES} and kv["gpt2"]["vs_gpt2"] == 1.0
+    assert kv["gpt2"]["bytes_per_token"] == 2 * QUICK.layers * QUICK.width * 4  # keys and values, float32
+    step = result["step_memory"]
+    assert set(step) == {"gpt2", "pre_ln", "sas_p"} and all(r["peak_growth_MiB"] > 0 for r in step.values())
     top = result["profile"]["sas_p"]["top"]
     assert len(top) == 12 and any(e["op"] == "aten::mm" for e in top)
     assert sum(e["self_ms"] for e in top) <= result["profile"]["sas_p"]["total_self_ms"]
@@ -189,7 +196,9 @@ def test_every_section_is_registered_with_run_table_and_its_device():
         "mfu",
         "generate",
         "score",
+        "kv_cache",
         "memory",
+        "step_memory",
         "compile",
         "profile",
         "raptr",
@@ -201,7 +210,7 @@ def test_every_section_is_registered_with_run_table_and_its_device():
         assert callable(section.run) and callable(section.table), name
         assert isinstance(section.ON_CUDA, bool), name
         assert section.__doc__.startswith(f"`{name}`"), name  # the docstring says what the section measures
-    assert benchmark.CUDA_SECTIONS == ("train", "mfu", "generate", "score", "compile", "loss")
+    assert benchmark.CUDA_SECTIONS == ("train", "mfu", "generate", "score", "kv_cache", "compile", "loss")
 
 
 def test_a_quick_section_runs_end_to_end(tmp_path, capsys):
@@ -225,3 +234,10 @@ def test_gemv_rates_print_and_write(tmp_path, monkeypatch, capsys):
     (row,) = json.loads((tmp_path / "gemv.json").read_text())["rows"]
     assert row["out"] == 64 and row["f_linear_GBps"] > 0 and row["linear_GBps"] > 0
     assert "| 64 × 32 |" in capsys.readouterr().out
+
+
+def test_kv_cache_per_token_is_keys_and_values_of_every_layer():
+    result = SECTIONS["kv_cache"].run(common.Context(shape=QUICK, quick=True))
+    per_token = 2 * QUICK.layers * QUICK.width * 4  # float32 keys and values, no grouped-query heads at this shape
+    assert {r["bytes_per_token"] for r in result.values()} == {per_token}
+    assert "| sas_p | " in SECTIONS["kv_cache"].table(result)

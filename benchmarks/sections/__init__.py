@@ -7,14 +7,30 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import allocator, compile, generate, loss, memory, mfu, packing, profile, raptr, score, train
+from . import (
+    allocator,
+    compile,
+    generate,
+    kv_cache,
+    loss,
+    memory,
+    mfu,
+    packing,
+    profile,
+    raptr,
+    score,
+    step_memory,
+    train,
+)
 
 SECTIONS: dict[str, ModuleType] = {
     "train": train,
     "mfu": mfu,
     "generate": generate,
     "score": score,
+    "kv_cache": kv_cache,
     "memory": memory,
+    "step_memory": step_memory,
     "compile": compile,
     "profile": profile,
     "raptr": raptr,

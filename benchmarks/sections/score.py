@@ -1,7 +1,7 @@
 """`score`: forward-only throughput (no autograd, the logits of every position, as in scoring or prefill) of
 `GPT2LMHeadModel`, `pre_ln`, `sas` and `sas_p` at batch 8 × 128 and 1 × 1024 tokens (2 × 32 and 1 × 64 with
 `--quick`), round-robin in this process; ratios to `pre_ln` and to GPT-2 beside the forward matmul-FLOP bound
-(2 × GEMM weights + `QK^T` and `A·X`, 2·T·d each per token and layer)."""
+(`common.forward_matmul_flops_per_token`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import torch
 
-from benchmarks.common import Context, format_ratio, gemm_weights, ratios, round_robin
+from benchmarks.common import Context, format_ratio, forward_matmul_flops_per_token, ratios, round_robin
 
 ON_CUDA = True
 NAMES = ("gpt2", "pre_ln", "sas", "sas_p")
@@ -17,17 +17,13 @@ SHAPES = ((8, 128), (1, 1024))
 QUICK_SHAPES = ((2, 32), (1, 64))
 
 
-def forward_flops_per_token(model: torch.nn.Module, layers: int, seq: int, width: int) -> float:
-    return 2 * gemm_weights(model) + layers * 2 * 2 * seq * width
-
-
 def run(ctx: Context) -> dict:
     torch.manual_seed(0)
     out = {}
     for batch, seq in QUICK_SHAPES if ctx.quick else SHAPES:
         shape = replace(ctx.shape, batch=batch, seq=seq)
-        models = {name: ctx.build(name, shape, positions=max(seq, 1024)).eval() for name in NAMES}
-        flops = {name: forward_flops_per_token(m, shape.layers, seq, shape.width) for name, m in models.items()}
+        models = {name: ctx.build(name, shape).eval() for name in NAMES}
+        flops = {name: forward_matmul_flops_per_token(model, shape) for name, model in models.items()}
         tokens = ctx.ids(batch=batch, seq=seq, seed=1)
 
         def score(name, model, tokens=tokens):

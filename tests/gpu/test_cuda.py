@@ -1,5 +1,6 @@
 """On a CUDA device: a bf16 (autocast) training step, sdpa and flash-attention-2 against eager (packed sequences
-included), cached generate against uncached, and `make bench` on CUDA. The whole module is skipped without CUDA:
+included), cached generate against uncached, left-padded generate against each row alone, scoring (no-grad forward)
+against the training forward, bit-identical repeats, and `make bench` on CUDA (training, generate, scoring). The whole module is skipped without CUDA:
 CI never has one; run it with `make test-gpu` on a GPU machine."""
 
 import importlib.util
@@ -96,11 +97,62 @@ def test_cached_generate_equals_uncached(block_type, attn):
     assert torch.equal(cached, uncached)
 
 
+@pytest.mark.parametrize("block_type", ("pre_ln", "sas", "sas_p"))
+def test_left_padded_generate_equals_each_row_alone(block_type):
+    """Greedy decoding of a left-padded batch gives each row the tokens it gets alone (fp32, sdpa)."""
+    model = _model(block_type).eval()
+    gen = torch.Generator().manual_seed(1)
+    rows = [torch.randint(1, model.config.vocab_size, (n,), generator=gen) for n in (9, 4)]
+    ids = torch.zeros(2, 9, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, -len(row) :], mask[i, -len(row) :] = row, 1
+    kwargs = dict(max_new_tokens=8, do_sample=False, pad_token_id=0)
+    batch = model.generate(ids.to(CUDA), attention_mask=mask.to(CUDA), **kwargs)[:, 9:]
+    for i, row in enumerate(rows):
+        alone = model.generate(row[None].to(CUDA), **kwargs)[0, len(row) :]
+        assert torch.equal(batch[i], alone)
+
+
+@pytest.mark.parametrize("block_type", ("pre_ln", "sas", "sas_p"))
+def test_scoring_equals_the_training_forward(block_type):
+    """Scoring (no autograd, every position's logits) equals the logits of the training forward, and two scoring
+    calls on the same input are bit-identical."""
+    model = _model(block_type).eval()
+    ids = torch.randint(0, model.config.vocab_size, (3, 40), device=CUDA)
+    trained = model(input_ids=ids, labels=ids)
+    with torch.no_grad():
+        first = model(input_ids=ids).logits
+        second = model(input_ids=ids).logits
+    assert torch.equal(first, second)
+    torch.testing.assert_close(first, trained.logits.detach())
+    loss = torch.nn.functional.cross_entropy(first[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+    torch.testing.assert_close(loss, trained.loss.detach())
+
+
+def test_generate_is_bit_identical_across_processes(tmp_path):
+    """Greedy tokens and their scores from two fresh processes on CUDA are bit-identical."""
+    script = (
+        "import sys, torch; sys.path.insert(0, 'tests'); from conftest import tiny_config; "
+        "from modeling_simplified import SimplifiedForCausalLM; torch.manual_seed(0); "
+        "m = SimplifiedForCausalLM(tiny_config('sas_p', hidden_size=64, num_attention_heads=4)).to('cuda').eval(); "
+        "ids = torch.arange(1, 17, device='cuda').view(2, 8); "
+        "out = m.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=0, output_scores=True, "
+        "return_dict_in_generate=True); "
+        "torch.save({'tokens': out.sequences.cpu(), 'scores': torch.stack(out.scores).cpu()}, sys.argv[1])"
+    )
+    paths = [tmp_path / f"run{i}.pt" for i in range(2)]
+    for path in paths:
+        subprocess.run([sys.executable, "-c", script, str(path)], cwd=ROOT, check=True)
+    first, second = (torch.load(path) for path in paths)
+    assert torch.equal(first["tokens"], second["tokens"]) and torch.equal(first["scores"], second["scores"])
+
+
 def test_benchmark_runs_on_cuda(tmp_path):
-    """`make bench` on CUDA (the smoke shape): the train and generate sections time on the GPU."""
+    """`make bench` on CUDA (the smoke shape): the train, generate and score sections time on the GPU."""
     out = tmp_path / "bench.json"
     command = [sys.executable, "-m", "benchmarks.benchmark", "--quick", "--device", "cuda"]
-    command += ["--sections", "train,mfu,generate,loss", "--json", str(out)]
+    command += ["--sections", "train,mfu,generate,score,kv_cache,loss", "--json", str(out)]
     subprocess.run(command, cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     result = json.loads(out.read_text())
     assert result["meta"]["device"].startswith("cuda")
@@ -108,3 +160,6 @@ def test_benchmark_runs_on_cuda(tmp_path):
     assert "vs_llama" in result["train"]["pre_ln_llama"]
     assert set(result["generate"]) == {"batch_1", "batch_8"}
     assert result["loss"]["pre_ln"]["fused"]["peak_MiB"] > 0
+    for rows in result["score"].values():
+        assert set(rows) == {"gpt2", "pre_ln", "sas", "sas_p"} and all(r["tokens_per_s"] > 0 for r in rows.values())
+    assert result["kv_cache"]

@@ -183,10 +183,16 @@ def optimizer_for(model: torch.nn.Module) -> torch.optim.Optimizer:
     return torch.optim.AdamW(parameter_groups(model, 0.1), lr=1e-4, fused=True)  # the Trainer's adamw_torch_fused
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor, **forward) -> None:
-    """One Trainer step: forward with labels (and `forward`'s arguments), backward, clip at 1, AdamW step,
-    zero_grad (set to None)."""
-    model(input_ids=batch, labels=batch, **forward).loss.backward()
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    **forward,
+) -> None:
+    """One Trainer step: forward with labels (the batch itself unless given; and `forward`'s arguments), backward,
+    clip at 1, AdamW step, zero_grad (set to None)."""
+    model(input_ids=batch, labels=batch if labels is None else labels, **forward).loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

@@ -2,6 +2,7 @@
 its arguments), answers its info, then runs one call per request (`common.Child` drives it, `common.serve` answers).
 
 - `train`: a model's training steps (`common.train_step`), each call timed here: (wall, CPU) seconds;
+- `train_config`: the same for a model of a given `SimplifiedConfig` (causal or masked LM) at a given batch × seq;
 - `train_memory`: the peak memory growth (KiB) of a training step after the first (AdamW's state already there);
 - `attention_memory`: the peak RSS growth (KiB) of one forward + backward of sas_p with an attention
   implementation, at one sequence length (4 blocks, batch 1, vocab 1024).
@@ -26,6 +27,7 @@ from benchmarks.common import (
     timed,
     train_step,
 )
+from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
 
 
 def _status_kb(field: str) -> int:
@@ -108,7 +110,29 @@ def attention_memory(attn: str, seq: int, shape: Shape, device: torch.device):
     return {}, measure
 
 
-JOBS = {"train": train, "train_memory": train_memory, "attention_memory": attention_memory}
+def train_config(shape: Shape, device: torch.device, config: dict, task: str, mlm_probability: float = 0.0):
+    """`train` for a model of any `SimplifiedConfig` (`config`, its dict) at `shape`'s batch × seq: a causal LM, or
+    a masked LM whose labels are a fixed `mlm_probability` of the positions (the rest -100) and whose inputs hold
+    the mask id there (the experiments' step time at their own shape)."""
+    torch.manual_seed(0)
+    config = SimplifiedConfig(**config)
+    model = (SimplifiedForMaskedLM if task == "masked-lm" else SimplifiedForCausalLM)(config).to(device).train()
+    batch = ids(replace(shape, vocab=config.vocab_size), vocab_low=1, device=device)
+    labels = None
+    if task == "masked-lm":
+        masked = torch.rand(batch.shape, generator=torch.Generator().manual_seed(1)).to(device) < mlm_probability
+        labels, batch = batch.masked_fill(~masked, -100), batch.masked_fill(masked, 0)
+    info = {"params": sum(p.numel() for p in model.parameters()), "malloc_env": malloc_env()}
+    optimizer = optimizer_for(model)
+    return info, lambda: timed(lambda _name, m: train_step(m, optimizer, batch, labels), device)(task, model)
+
+
+JOBS = {
+    "train": train,
+    "train_config": train_config,
+    "train_memory": train_memory,
+    "attention_memory": attention_memory,
+}
 
 
 def setup(job: dict):

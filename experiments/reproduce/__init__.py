@@ -1,37 +1,38 @@
-"""The paper's CodeParrot comparison (He & Hofmann, ICLR 2024, Figs. 2, 5, 23) in miniature.
+"""The paper's block comparisons in miniature: CodeParrot next-token prediction (He & Hofmann, ICLR 2024, §4,
+Figs. 2, 5, 23; App. D.1) and crammed-BERT masked-LM pre-training (§5, Fig. 7; App. D.2).
 
-Trains every causal block type of `modeling_simplified.configuration_simplified.BLOCKS` and one ablation,
-`sas_softmax` (the skipless SAS block with plain softmax attention instead of shaped attention), with the same data
-order, seeds and steps, through the training API (`TrainPlan` → `train`, with the diagnostics callback). As the
-paper does (§4: "we tune the maximum learning rate ... on a logarithmic grid"; App. D.1), each block type gets its
-own maximum learning rate:
+Trains every variant of a preset family (causal: every block type of
+`modeling_simplified.configuration_simplified.BLOCKS` and the ablation `sas_softmax`, the skipless SAS block with
+plain softmax attention; masked LM: pre_ln, parallel, sas, sas_p, simplest) with the same data order, seeds and
+steps, through the training API (`TrainPlan` → `train`, with the diagnostics callback):
 
-1. **sweep**: every block at every lr of `--lr-grid` (default 1e-3, 2e-3, 4e-3), the first seed, `--sweep-steps`
-   steps (default half of `--steps`); the lr with the lowest final eval loss is the block's (a diverged run counts
-   as worst; `results.json` → `lr_sweep` records the grid, the loss at each lr and the choice);
-2. **final**: every block at its chosen lr, every seed, `--steps` steps: the table, the claims and the plots.
-
-`--no-sweep` trains every block at its preset's lr instead. βFF is as the preset family encodes the paper's
-guidance (0.1 for the 768-wide models, 0.2 for narrower ones, App. D.1).
+1. **lr sweep**: every variant at every lr of `--lr-grid` (default 1e-3, 2e-3, 4e-3), the first seed, the full
+   number of steps. The paper tunes "the maximum LR ... on training loss, using a logarithmic grid" (§4): the
+   criterion is the training loss at the end (the mean of the logged training losses over the last 10% of the
+   steps; a diverged run is the worst, ties go to the smaller lr). While a variant's best lr is the smallest
+   (largest) it tried, the sweep adds that lr divided (multiplied) by `--lr-factor` (2), up to `--max-lrs` lrs, so
+   that the best has a worse neighbour on both sides (`bracketed` in `results.json`).
+2. **seeds**: every variant at its chosen lr and at Pre-LN's chosen lr (the paper's App. D.1 setting: "for our
+   best (SAS and SAS-P) models, [the lr] was found to be 1e−3, which exactly matched that of the default Pre-LN"),
+   every seed; with `--raptr`, pre_ln with RaPTr at equal steps and at equal layer FLOPs, and the full model with
+   RaPTr's lr schedule.
+3. **step time**: every variant's training step at this shape, measured as `make bench` measures the paper shape
+   (`timing`): the time axis of the loss-vs-time curves and of the claims at equal time.
 
 Modules: `planning` (the command's arguments and the runs they make, each a `TrainPlan`), `jobs` (training the
-runs, reusing finished ones, in child processes with `--jobs`), `analysis` (lr choice, table, claims, RaPTr
-comparison, signal propagation) and `report` (`results.md` and the plots, from `results.json` alone); `run` ties
-them together (`python -m experiments.reproduce`).
+runs, reusing finished ones, in child processes with `--jobs`), `timing`, `analysis` (the sweep's choice, the
+tables, the claims, RaPTr, signal propagation) and `report` (`results.md` and the plots, from `results.json`
+alone); `run` ties them together (`python -m experiments.reproduce`).
 
-The output folder (default `docs/reproduction/`) gets `results.json`, `results.md` (the table, the claims
-verdicts computed from the table, the diagnostics), `loss_vs_step.png`, `loss_vs_time.png`, `gains.png`
-(shaped-attention α, β, γ per layer, mean over heads, and βFF, against the step), `kurtosis.png` (activation
-kurtosis per layer at the end) and `signal_propagation.png`. The runs themselves go to
-`<runs-dir>/sweep/lr<lr>/<block>/` and `<runs-dir>/seed<k>/<block>/`; a finished run leaves its record there
-(`record.json`, with its plan), and a later command whose plan for that run is the same reuses it instead of
-training again (`--retrain` refuses reuse). So an interrupted reproduction resumes at the run it stopped in, and
-runs trained by separate processes are summarised together. `--jobs N` trains each phase's unfinished runs in N
-child processes (every N-th run each, torch threads split between them, logs in `<runs-dir>/<phase>-<i>.log`),
-then this process summarises. On a small CPU that beats one process using every core: the miniature's GEMMs are
-too small to scale across threads.
+The output folder (default `docs/reproduction/<family>/`) gets `results.json` (every run's record, the sweep,
+the measured step times, both settings' tables and claims), `results.md`, `lr_sweep.png`, `loss_vs_step.png`,
+`loss_vs_time.png`, `gains.png`, `kurtosis.png` and `signal_propagation.png`. The runs go to
+`<runs-dir>/<family>/lr<lr>/seed<k>/<variant>/`; a finished run leaves its record there (`record.json`, with its
+plan), and a later command whose plan for that run is the same reuses it instead of training again (`--retrain`
+refuses reuse). So an interrupted reproduction resumes at the run it stopped in. `--jobs N` trains each batch of
+unfinished runs in N child processes (every N-th run of a queue file each, torch threads split between them, logs
+in `<runs-dir>/<family>/<batch>-<i>.log`), then this process summarises.
 
-Paper scale on a GPU: `python -m experiments.reproduce --preset codeparrot --preset-shape` (the `codeparrot-<block>`
-presets: 18x768, their steps and batch, the real CodeParrot data `huggingface-course/codeparrot-ds-train` /
-`-valid`).
+Paper scale on a GPU: `python -m experiments.reproduce --preset codeparrot` (the `codeparrot-<block>` presets:
+18x768, their steps and batch, the real CodeParrot data) or `--preset crammed-bert`.
 """

@@ -1,52 +1,111 @@
-"""The reproduction's numbers from its runs' records: each block's lr from the sweep, the table (eval loss at
-25/50/75/100% of the steps, mean and std over seeds), the paper's claims checked on it, RaPTr against the full
-model, and signal propagation."""
+"""The reproduction's numbers from its runs' records: each variant's lr sweep (selected on training loss, as the
+paper tunes it) and whether it brackets the best lr, the tables (eval loss at 25/50/75/100% of the steps, the
+training loss at the end and the generalisation gap, mean and per-seed values), the paper's claims checked on them
+per step and per measured time, RaPTr against the full model, and signal propagation."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 #: the per-layer gains whose trajectories a record keeps: shaped attention's α, β, γ (mean over heads) and βFF
 GAIN_KEYS = ("alpha_mean", "beta_mean", "gamma_mean", "beta_ff")
+#: the training loss a run ends with: the mean of the Trainer's logged training losses (each the mean over its
+#: logging interval) over the last 10% of the steps
+END_FRACTION = 0.1
+CRITERION = (
+    "training loss at the end (mean of the logged training losses over the last 10% of the steps), first seed; the "
+    'paper (§4): "The maximum LR is tuned on training loss, using a logarithmic grid"'
+)
 
 
-def _final_loss(record: dict[str, Any]) -> float:
-    loss = record["eval_loss"][str(record["steps"])]
+def _finite(loss: float) -> float:
     return loss if math.isfinite(loss) else math.inf
 
 
-def choose_lrs(blocks: list[str], seed: int, records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per block type: the grid, the final eval loss at each lr, and the lr with the lowest (ties: the smaller lr;
-    a non-finite loss is the worst); `at_edge` when that is the grid's smallest or largest lr."""
-    sweep = {}
+def final_eval_loss(record: dict[str, Any]) -> float:
+    return _finite(record["eval_loss"][str(record["steps"])])
+
+
+def end_train_loss(record: dict[str, Any]) -> float:
+    """The run's training loss at the end (`END_FRACTION`); a non-finite loss (a diverged run) is +inf."""
+    losses = [loss for step, loss in record["train_loss"] if step > (1 - END_FRACTION) * record["steps"]]
+    losses = losses or [loss for _, loss in record["train_loss"][-1:]]
+    return _finite(statistics.fmean(losses)) if losses else math.inf
+
+
+def generalisation_gap(record: dict[str, Any]) -> float:
+    """Final eval loss minus the training loss at the end (nats)."""
+    return final_eval_loss(record) - end_train_loss(record)
+
+
+# -- the lr sweep --------------------------------------------------------------------------------------------------
+def sweep(blocks: list[str], seed: int, records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per variant: every lr tried with every seed's training loss at the end and final eval loss; the lr with the
+    lowest training loss at the end in `seed` (a diverged run is the worst; ties: the smaller lr); `bracketed` when a
+    smaller and a larger lr were tried (both then no better, by the choice)."""
+    out = {}
     for name in blocks:
-        runs = [r for r in records if r["block"] == name]
-        losses = {r["learning_rate"]: _final_loss(r) for r in runs}
-        grid = sorted(losses)
-        chosen = min(grid, key=lambda lr: (losses[lr], lr))
-        sweep[name] = {
-            "grid": grid,
-            "loss": {f"{lr:g}": losses[lr] for lr in grid},
-            "steps": runs[0]["steps"],
-            "seed": seed,
+        runs = [r for r in records if r["block"] == name and not r.get("raptr")]
+        points = []
+        for lr in sorted({r["learning_rate"] for r in runs}):
+            at = sorted((r for r in runs if r["learning_rate"] == lr), key=lambda r: r["seed"])
+            points.append(
+                {
+                    "lr": lr,
+                    "train_loss_end": {str(r["seed"]): end_train_loss(r) for r in at},
+                    "eval_loss": {str(r["seed"]): final_eval_loss(r) for r in at},
+                }
+            )
+        chosen_from = [p for p in points if str(seed) in p["train_loss_end"]]
+        chosen = min(chosen_from, key=lambda p: (p["train_loss_end"][str(seed)], p["lr"]))["lr"]
+        lrs = [p["lr"] for p in chosen_from]
+        out[name] = {
+            "criterion_seed": seed,
+            "points": points,
             "chosen": chosen,
-            "at_edge": len(grid) > 1 and chosen in (grid[0], grid[-1]),
+            "bracketed": min(lrs) < chosen < max(lrs),
         }
-    return sweep
+    return out
 
 
+def extend(lr_sweep: dict[str, dict[str, Any]], factor: float, max_lrs: int) -> dict[str, float]:
+    """Per variant whose best lr is not bracketed: the next lr to try (its best divided by `factor` when that is the
+    smallest lr tried, else multiplied), unless it has tried `max_lrs` already."""
+    out = {}
+    for name, row in lr_sweep.items():
+        lrs = [p["lr"] for p in row["points"] if str(row["criterion_seed"]) in p["train_loss_end"]]
+        if row["bracketed"] or len(lrs) >= max_lrs:
+            continue
+        out[name] = row["chosen"] / factor if row["chosen"] == min(lrs) else row["chosen"] * factor
+    return out
+
+
+# -- tables ----------------------------------------------------------------------------------------------------------
 def _mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per block type: eval loss at 25/50/75/100% of the steps (mean, std over seeds), tokens/s, parameters."""
+def eval_at_step(record: dict[str, Any], step: float) -> float:
+    """The eval loss at `step`, interpolated linearly between evaluations (past the end: the final loss)."""
+    points = sorted((int(s), _finite(v)) for s, v in record["eval_loss"].items())
+    step = min(step, points[-1][0])
+    for (s0, v0), (s1, v1) in zip(points, points[1:]):
+        if s0 <= step <= s1:
+            return v0 + (v1 - v0) * (step - s0) / max(s1 - s0, 1e-12)
+    return points[0][1]
+
+
+def summarise(records: list[dict[str, Any]], timing: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Per variant: eval loss at 25/50/75/100% of the steps, training loss at the end and the generalisation gap
+    (mean, std over seeds, and each seed's), the measured step time when `timing` has it."""
     table: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(r["block"] for r in records):
-        runs = [r for r in records if r["block"] == name]
+        runs = sorted((r for r in records if r["block"] == name), key=lambda r: r["seed"])
         steps = runs[0]["steps"]
         row: dict[str, Any] = {
             "block_type": runs[0]["block_type"],
@@ -56,40 +115,263 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "seeds": [r["seed"] for r in runs],
         }
         for f in FRACTIONS:
-            step = str(round(f * steps))
-            row[f"eval_loss@{int(f * 100)}%"] = _mean_std([r["eval_loss"][step] for r in runs])
-        row["tokens_per_second"] = _mean_std([r["tokens_per_second"] for r in runs])
-        row["train_time_s"] = _mean_std([r["train_time_s"] for r in runs])
+            row[f"eval_loss@{int(f * 100)}%"] = _mean_std([eval_at_step(r, f * steps) for r in runs])
+        row["eval_loss_per_seed"] = [final_eval_loss(r) for r in runs]
+        row["train_loss_end"] = _mean_std([end_train_loss(r) for r in runs])
+        row["gap_per_seed"] = [generalisation_gap(r) for r in runs]
+        row["generalisation_gap"] = _mean_std(row["gap_per_seed"])
+        if timing and name in timing["variants"]:
+            row["seconds_per_step"] = timing["variants"][name]["seconds_per_step"]
         table[name] = row
     return table
 
 
-#: the RaPTr paper's results, quoted (Panigrahi et al. 2024)
+# -- the paper's claims ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One comparative claim of the paper, checked on block `a` against block `b`: `test(loss_a, loss_b)`, at
+    equal steps (the final eval loss) or at equal measured time (`axis` "time": the eval loss of each when the
+    faster of the two ends). `ordering`: a claim that one is ahead of the other, inconclusive inside the seed
+    spread. `source` is where the paper says it, with its sentence."""
+
+    claim: str
+    a: str
+    b: str
+    test: Callable[[float, float], bool]
+    source: str
+    axis: str = "step"
+    ordering: bool = False
+
+
+def _gap(a: float, b: float) -> float:
+    return (a - b) / b
+
+
+def _within_2pct(a: float, b: float) -> bool:
+    return abs(_gap(a, b)) <= 0.02
+
+
+def _ahead(a: float, b: float) -> bool:
+    return a < b
+
+
+def _behind(a: float, b: float) -> bool:
+    return a > b
+
+
+def _slightly_behind(a: float, b: float) -> bool:
+    return 0 < _gap(a, b) <= 0.05
+
+
+def _clearly_behind(a: float, b: float) -> bool:
+    return _gap(a, b) > 0.05
+
+
+FIG5 = 'Fig. 5 (runtime), §4.2: "our SAS block already trains at speeds (slightly) outperforming the default Pre-LN transformer"'
+CLAIMS: dict[str, tuple[Claim, ...]] = {
+    "causal-lm": (
+        Claim(
+            "SAS within 2% of Pre-LN at equal steps",
+            "sas",
+            "pre_ln",
+            _within_2pct,
+            'Fig. 23, App. C: "Our SAS and SAS-P essentially match the Pre-LN model in terms of loss reduction per '
+            'step"',
+        ),
+        Claim(
+            "SAS-P within 2% of Pre-LN at equal steps",
+            "sas_p",
+            "pre_ln",
+            _within_2pct,
+            'Fig. 23, App. C: "Our SAS and SAS-P essentially match the Pre-LN model in terms of loss reduction per '
+            'step"',
+        ),
+        Claim("SAS ahead of Pre-LN at equal time", "sas", "pre_ln", _ahead, FIG5, "time", True),
+        Claim(
+            "SAS-P ahead of Pre-LN at equal time",
+            "sas_p",
+            "pre_ln",
+            _ahead,
+            'Fig. 5 (runtime), §4.3: "SAS-P trains even faster in terms of runtime compared to the SAS and Pre-LN '
+            'blocks"',
+            "time",
+            True,
+        ),
+        Claim(
+            "SAS-P ahead of SAS at equal time",
+            "sas_p",
+            "sas",
+            _ahead,
+            'Fig. 5 (runtime), §4.3: "SAS-P trains even faster in terms of runtime compared to the SAS and Pre-LN '
+            'blocks"',
+            "time",
+            True,
+        ),
+        Claim(
+            "SAS-P within 2% of the parallel block at equal time",
+            "sas_p",
+            "parallel",
+            _within_2pct,
+            'Fig. 5 (runtime), §4.3: SAS-P "matches the training speed of the parallel block despite using 13% fewer '
+            'parameters"',
+            "time",
+        ),
+        Claim(
+            "no norms (simplest) within 2% of Pre-LN at equal time",
+            "simplest",
+            "pre_ln",
+            _within_2pct,
+            'Fig. 5 (runtime), §4.4: removing normalisation "allows even our simplest transformer block ... to match '
+            'the training speed of the Pre-LN block in terms of runtime"',
+            "time",
+        ),
+        Claim(
+            "no norms (simplest) slightly behind SAS-P at equal steps: 0 < gap <= 5%",
+            "simplest",
+            "sas_p",
+            _slightly_behind,
+            'Fig. 23, §4.4: "we do observe a slight degradation in training speed per iteration, as seen in Fig. 23"',
+            ordering=True,
+        ),
+        Claim(
+            "V-SkipInit behind Pre-LN at equal steps",
+            "value_skipinit",
+            "pre_ln",
+            _behind,
+            'Fig. 2, §4.1: "He et al. (2023) reported a significant loss of training speed per step compared to the '
+            'Pre-LN block. We verify this in Fig. 2."',
+            ordering=True,
+        ),
+        Claim(
+            "skipless softmax attention (no shaping) clearly behind SAS at equal steps: gap > 5%",
+            "sas_softmax",
+            "sas",
+            _clearly_behind,
+            '§4.1: "Naively removing the attention skip leads to a signal degeneracy called rank collapse (Dong et '
+            'al., 2021), which causes poor trainability (Noci et al., 2022)."',
+            ordering=True,
+        ),
+    ),
+    "masked-lm": tuple(
+        Claim(
+            claim,
+            a,
+            b,
+            test,
+            'Fig. 7 (MLM loss vs runtime), §5: "our simplified blocks (especially with normalisation) match the '
+            "pre-training speed on the masked language modelling task compared to the (Crammed) Pre-LN baseline "
+            'within the 24 hour runtime"',
+            "time",
+            ordering,
+        )
+        for claim, a, b, test, ordering in (
+            ("SAS within 2% of Pre-LN in MLM loss at equal time", "sas", "pre_ln", _within_2pct, False),
+            ("SAS-P within 2% of Pre-LN in MLM loss at equal time", "sas_p", "pre_ln", _within_2pct, False),
+            ("no norms (simplest) behind SAS-P in MLM loss at equal time", "simplest", "sas_p", _behind, True),
+        )
+    ),
+}
+
+
+def _at(records: list[dict[str, Any]], name: str, seed: int, step: float) -> float:
+    return next(eval_at_step(r, step) for r in records if r["block"] == name and r["seed"] == seed)
+
+
+def claims(
+    table: dict[str, dict[str, Any]], records: list[dict[str, Any]], task: str, timing: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The task's claims (`CLAIMS`), each checked on the seed means and on every seed alone: `held` (True/False)
+    when every seed agrees with the means; inconclusive (`held` None) when seeds disagree, or, for an ordering
+    claim, when the gap between the means is inside the seed spread (the larger of the two blocks' max − min loss
+    over seeds at the compared point). A claim at equal time needs the measured step times (`timing`); a claim
+    whose blocks were not both trained is "not run"."""
+    out: list[dict[str, Any]] = []
+    for c in CLAIMS[task]:
+        row = {"claim": c.claim, "source": c.source, "axis": c.axis}
+        missing = [n for n in (c.a, c.b) if n not in table]
+        if missing or (c.axis == "time" and not (timing and {c.a, c.b} <= set(timing["variants"]))):
+            why = f"needs {', '.join(missing)}" if missing else "needs the measured step times"
+            out.append({**row, "held": None, "verdict": "not run", "numbers": f"not run ({why})"})
+            continue
+        seeds = sorted(set(table[c.a]["seeds"]) & set(table[c.b]["seeds"]))
+        steps = {n: table[n]["steps"] for n in (c.a, c.b)}
+        if c.axis == "time":
+            step_s = {n: timing["variants"][n]["seconds_per_step"] for n in (c.a, c.b)}
+            seconds = min(steps[n] * step_s[n] for n in (c.a, c.b))
+            at_step = {n: seconds / step_s[n] for n in (c.a, c.b)}
+            where = f"at {seconds:.0f} s of measured step time ({c.a} step {at_step[c.a]:.0f}, {c.b} step {at_step[c.b]:.0f})"
+        else:
+            at_step = steps
+            where = f"at step {steps[c.a]}"
+        loss = {n: [_at(records, n, s, at_step[n]) for s in seeds] for n in (c.a, c.b)}
+        mean = {n: statistics.fmean(v) for n, v in loss.items()}
+        held = bool(c.test(mean[c.a], mean[c.b]))
+        per_seed = [bool(c.test(x, y)) for x, y in zip(loss[c.a], loss[c.b])]
+        noise = max(max(v) - min(v) for v in loss.values())
+        agree = all(v == held for v in per_seed) and not (c.ordering and abs(mean[c.a] - mean[c.b]) <= noise)
+        gaps = [100 * _gap(x, y) for x, y in zip(loss[c.a], loss[c.b])]
+        numbers = f"{where}: mean {mean[c.a]:.4f} vs {mean[c.b]:.4f} ({100 * _gap(mean[c.a], mean[c.b]):+.2f}%)"
+        if len(seeds) > 1:
+            numbers += "; per seed " + ", ".join(
+                f"{s}: {x:.4f} vs {y:.4f} ({g:+.2f}%, {'held' if v else 'not'})"
+                for s, x, y, g, v in zip(seeds, loss[c.a], loss[c.b], gaps, per_seed)
+            )
+            numbers += f"; gap range {min(gaps):+.2f}% to {max(gaps):+.2f}%; seed spread {noise:.4f}"
+        verdict = ("held" if held else "did NOT hold") if agree else "inconclusive"
+        out.append(
+            {
+                **row,
+                "held": held if agree else None,
+                "verdict": verdict,
+                "numbers": numbers,
+                "seeds": seeds,
+                "loss": loss,
+                "at_step": at_step,
+            }
+        )
+    return out
+
+
+# -- RaPTr -----------------------------------------------------------------------------------------------------------
+#: the RaPTr paper's results, quoted (Panigrahi et al. 2024), and how each of our settings stands to it
 RAPTR_PAPER = {
     "equal_steps": 'Table 1 (BERT-Base, 675K steps, equal peak learning rate): "RaPTr achieves similar loss as '
-    'baseline at 1.33× reduced FLOPs"',
+    "baseline at 1.33× reduced FLOPs\". Not as in the paper: our full model keeps its preset's linear decay, while "
+    "the paper uses RaPTr's schedule for every method (App. D.2)",
     "equal_flops": 'Table 7 (BERT-Base and BERT-Large, peak lr tuned per method): "RaPTr achieves better loss '
-    'compared to baseline at all FLOP measures" (for BERT-Base)',
+    'compared to baseline at all FLOP measures" (for BERT-Base). Not as in the paper: our full model keeps its '
+    "preset's linear decay and RaPTr shares the full model's lr",
+    "same_schedule": 'Table 1 with App. D.2\'s "we use the same learning rate schedule as RaPTr across all methods": '
+    "the full model trained with RaPTr's stagewise lr schedule, at equal steps",
+}
+#: per comparison: the RaPTr runs' setting and the full-model runs it is compared with (None: the final pre_ln runs)
+RAPTR_COMPARISONS = {
+    "equal_steps": ("equal_steps", None),
+    "equal_flops": ("equal_flops", None),
+    "same_schedule": ("equal_steps", "full_model_same_schedule"),
 }
 
 
 def raptr_comparison(full: list[dict[str, Any]], raptr: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per setting: the full model's and RaPTr's final eval loss per seed, RaPTr − full per seed (mean, range), the
-    realised relative layer FLOPs and training times, and a verdict: `inconclusive` when the per-seed differences
-    do not share a sign or their mean is inside the seed spread (the larger max − min of either's final losses)."""
-    baseline = {r["seed"]: r for r in full if r["block"] == "pre_ln"}
+    """Per comparison: the full model's and RaPTr's final eval loss per seed, RaPTr − full per seed (mean, range),
+    the realised relative layer FLOPs and a verdict: `inconclusive` when the per-seed differences do not share a
+    sign or their mean is inside the seed spread (the larger max − min of either's final losses)."""
     out: dict[str, Any] = {}
-    for setting in ("equal_steps", "equal_flops"):
+    for comparison, (setting, baseline_setting) in RAPTR_COMPARISONS.items():
         runs = {r["seed"]: r for r in raptr if r["raptr"]["setting"] == setting}
+        if baseline_setting is None:
+            baseline = {r["seed"]: r for r in full if r["block"] == "pre_ln"}
+        else:
+            baseline = {r["seed"]: r for r in raptr if r["raptr"]["setting"] == baseline_setting}
         seeds = sorted(set(runs) & set(baseline))
         if not seeds:
             continue
-        diff = [_final_loss(runs[s]) - _final_loss(baseline[s]) for s in seeds]
+        diff = [final_eval_loss(runs[s]) - final_eval_loss(baseline[s]) for s in seeds]
         signs = {d > 0 for d in diff}
-        losses = {kind: [_final_loss(r[s]) for s in seeds] for kind, r in (("full", baseline), ("raptr", runs))}
+        losses = {kind: [final_eval_loss(r[s]) for s in seeds] for kind, r in (("full", baseline), ("raptr", runs))}
         noise = max(max(v) - min(v) for v in losses.values())
-        out[setting] = {
-            "paper": RAPTR_PAPER[setting],
+        out[comparison] = {
+            "paper": RAPTR_PAPER[comparison],
             "seeds": seeds,
             "steps": {"full": baseline[seeds[0]]["steps"], "raptr": runs[seeds[0]]["steps"]},
             "full_loss": losses["full"],
@@ -98,10 +380,6 @@ def raptr_comparison(full: list[dict[str, Any]], raptr: list[dict[str, Any]]) ->
             "raptr_minus_full": diff,
             "raptr_minus_full_mean": statistics.fmean(diff),
             "realised_relative_flops": [runs[s]["raptr"].get("realised_relative_flops") for s in seeds],
-            "train_time_s": {
-                "full": [baseline[s]["train_time_s"] for s in seeds],
-                "raptr": [runs[s]["train_time_s"] for s in seeds],
-            },
             "verdict": "inconclusive"
             if len(signs) > 1 or abs(statistics.fmean(diff)) <= noise
             else ("RaPTr behind the full model" if signs == {True} else "RaPTr ahead of the full model"),
@@ -120,113 +398,4 @@ def signal_propagation(records: list[dict[str, Any]]) -> dict[str, dict[str, lis
                 when: [statistics.fmean(run[when][i] for run in runs) for i in range(len(runs[0][when]))]
                 for when in ("init", "end")
             }
-    return out
-
-
-def loss_at_time(records: list[dict[str, Any]], name: str, seconds: float) -> float:
-    """Mean over seeds of the eval loss at `seconds` of training, interpolated linearly between evaluations
-    (an evaluation's time is its step times the run's mean seconds per step)."""
-    values = []
-    for r in (r for r in records if r["block"] == name):
-        points = [(int(s) * r["seconds_per_step"], v) for s, v in r["eval_loss"].items()]
-        points.sort()
-        t = min(seconds, points[-1][0])
-        for (t0, v0), (t1, v1) in zip(points, points[1:]):
-            if t0 <= t <= t1:
-                values.append(v0 + (v1 - v0) * (t - t0) / max(t1 - t0, 1e-12))
-                break
-    return statistics.fmean(values)
-
-
-def claims(table: dict[str, dict[str, Any]], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The paper's claims, each checked on the seed means and on every seed alone: it `held` (True/False) when
-    every seed agrees with the means, and is inconclusive (`held` None, `verdict` "inconclusive") when seeds
-    disagree, or, for a claim that one block is behind another, when the gap between their mean losses is inside
-    the seed spread (the larger of the two blocks' max − min final loss over seeds). `numbers` gives the means and
-    the per-seed values."""
-    seeds = sorted({r["seed"] for r in records})
-    mean = {name: row["eval_loss@100%"][0] for name, row in table.items()}
-    per_seed = [{r["block"]: r["eval_loss"][str(r["steps"])] for r in records if r["seed"] == seed} for seed in seeds]
-    out: list[dict[str, Any]] = []
-
-    def gap(final: dict[str, float], a: str, b: str) -> float:
-        return (final[a] - final[b]) / final[b]
-
-    def spread(name: str) -> float:
-        finals = [final[name] for final in per_seed if name in final]
-        return max(finals) - min(finals)
-
-    def add(claim: str, a: str, b: str, test, ordering: bool = False) -> None:
-        if a not in mean or b not in mean:
-            out.append({"claim": claim, "held": None, "verdict": "not run", "numbers": f"not run (needs {a}, {b})"})
-            return
-        held = bool(test(mean, a, b))
-        seed_verdicts = [bool(test(final, a, b)) for final in per_seed]
-        noise = max(spread(a), spread(b))
-        agree = all(v == held for v in seed_verdicts) and not (ordering and abs(mean[a] - mean[b]) <= noise)
-        numbers = f"mean {mean[a]:.4f} vs {mean[b]:.4f} ({100 * gap(mean, a, b):+.2f}%)"
-        if len(seeds) > 1:
-            numbers += "; per seed " + ", ".join(
-                f"{s}: {100 * gap(f, a, b):+.2f}% ({'held' if v else 'not'})"
-                for s, f, v in zip(seeds, per_seed, seed_verdicts)
-            )
-            numbers += f"; seed spread {noise:.4f}"
-        verdict = ("held" if held else "did NOT hold") if agree else "inconclusive"
-        out.append({"claim": claim, "held": held if agree else None, "verdict": verdict, "numbers": numbers})
-
-    for name in ("sas", "sas_p"):
-        add(
-            f"{name.upper().replace('_', '-')} within 2% of Pre-LN eval loss at equal steps (Fig. 23)",
-            name,
-            "pre_ln",
-            lambda f, a, b: abs(gap(f, a, b)) <= 0.02,
-        )
-    if "sas_p" in mean and "pre_ln" in mean:
-        t = min(table["pre_ln"]["train_time_s"][0], table["sas_p"]["train_time_s"][0])
-        at_time = {name: loss_at_time(records, name, t) for name in ("sas_p", "pre_ln")}
-        held = at_time["sas_p"] < at_time["pre_ln"]
-        per_seed_at_time = [
-            {name: loss_at_time([r for r in records if r["seed"] == seed], name, t) for name in ("sas_p", "pre_ln")}
-            for seed in seeds
-        ]
-        seed_verdicts = [f["sas_p"] < f["pre_ln"] for f in per_seed_at_time]
-        agree = all(v == held for v in seed_verdicts)
-        speed = table["sas_p"]["tokens_per_second"][0] / table["pre_ln"]["tokens_per_second"][0]
-        numbers = f"seed means at {t:.0f} s: SAS-P {at_time['sas_p']:.4f} vs Pre-LN {at_time['pre_ln']:.4f}"
-        if len(seeds) > 1:
-            numbers += "; per seed " + ", ".join(
-                f"{s}: {f['sas_p']:.4f} vs {f['pre_ln']:.4f} ({'held' if v else 'not'})"
-                for s, f, v in zip(seeds, per_seed_at_time, seed_verdicts)
-            )
-        out.append(
-            {
-                "claim": "SAS-P ahead of Pre-LN at equal wall-clock time (Fig. 5)",
-                "held": held if agree else None,
-                "verdict": ("held" if held else "did NOT hold") if agree else "inconclusive",
-                "numbers": numbers + f"; throughput SAS-P/Pre-LN {speed:.3f}x (1-thread runs side by side on a "
-                "shared CPU)",
-            }
-        )
-    add(
-        "V-SkipInit behind Pre-LN per step (Figs. 2, 3, 6, 7)",
-        "value_skipinit",
-        "pre_ln",
-        lambda f, a, b: f[a] > f[b],
-        ordering=True,
-    )
-    add(
-        "no norms (simplest) slightly behind SAS-P per step: 0 < gap <= 5% (Fig. 23)",
-        "simplest",
-        "sas_p",
-        lambda f, a, b: 0 < gap(f, a, b) <= 0.05,
-        ordering=True,
-    )
-    add(
-        "skipless softmax attention (no shaping) clearly worse than SAS: gap > 5% (§4.1, citing Dong et al. 2021 "
-        "and Noci et al. 2022: naive removal of the attention skip causes rank collapse and poor trainability)",
-        "sas_softmax",
-        "sas",
-        lambda f, a, b: gap(f, a, b) > 0.05,
-        ordering=True,
-    )
     return out

@@ -1,6 +1,6 @@
-"""Training the reproduction's runs: one `train(plan)` per run, whose record (eval curve, timing, diagnostics) is
-kept in the run's folder and reused by a later command with the same plan; `--jobs N` trains a phase's unfinished
-runs in N child processes."""
+"""Training the reproduction's runs: one `train(plan)` per run, whose record (eval and training curves, timing,
+diagnostics) is kept in the run's folder and reused by a later command with the same plan; `--jobs N` trains a
+batch's unfinished runs in N child processes, each taking every N-th run of a queue file."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import torch
 from modeling_simplified.training.api import train
 
 from .analysis import GAIN_KEYS
-from .planning import PROG, Run, plan_key
+from .planning import PROG, Run, family_dir, plan_key
 
 RECORD = "record.json"
 #: the folder that holds the `experiments` package: a child process imports it from there
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class RunFailed(Exception):
-    """A child process (`--jobs`) failed; the message names its phase, share and log."""
+    """A child process (`--jobs`) failed; the message names its batch, share and log."""
 
 
 def finished_record(args: argparse.Namespace, run: Run, reuse: bool | None = None) -> dict[str, Any] | None:
@@ -39,7 +39,7 @@ def finished_record(args: argparse.Namespace, run: Run, reuse: bool | None = Non
 
 
 def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
-    """Train one run; returns its record (eval curve, timing, diagnostics), which is also written to
+    """Train one run; returns its record (eval and training curves, timing, diagnostics), which is also written to
     `run_dir/record.json` with the run's plan."""
     plan = run.plan(args)
     (run.run_dir / RECORD).unlink(missing_ok=True)
@@ -55,6 +55,7 @@ def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
     record = {
         "block": run.name,
         "block_type": metrics["block_type"],
+        "task": plan.preset.task,
         "seed": run.seed,
         "steps": result.steps,
         "learning_rate": metrics["learning_rate"],
@@ -77,56 +78,61 @@ def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
     return record
 
 
-def child_argv(args: argparse.Namespace, phase: str, shard: str) -> list[str]:
-    """This command's arguments for one share of one phase's runs, in one process (what a `--jobs` child runs)."""
+def child_argv(args: argparse.Namespace, queue: Path, shard: str) -> list[str]:
+    """This command's arguments for one share of a queue of runs, in one process (what a `--jobs` child runs)."""
     argv = ["--preset", args.preset, "--blocks", *args.blocks, "--seeds", *map(str, args.seeds)]
-    argv += ["--runs-dir", args.runs_dir, "--phase", phase, "--shard", shard, "--lr-grid", *map(repr, args.lr_grid)]
-    argv += ["--no-sweep"] if args.no_sweep else []
-    argv += ["--sweep-steps", str(args.sweep_steps)] if args.sweep_steps else []
-    if args.preset_shape:
-        argv.append("--preset-shape")
-    else:
-        argv += ["--steps", str(args.steps), "--layers", str(args.layers), "--hidden-size", str(args.hidden_size)]
-        argv += ["--heads", str(args.heads), "--seq-len", str(args.seq_len)]
-    if args.dataset:
-        argv += ["--dataset", args.dataset]
+    argv += ["--runs-dir", args.runs_dir, "--queue", str(queue), "--shard", shard]
+    for option in ("steps", "layers", "hidden_size", "heads", "seq_len", "dataset"):
+        value = getattr(args, option)
+        if value is not None:
+            argv += ["--" + option.replace("_", "-"), str(value)]
     for s in args.overrides:
         argv += ["--set", s]
     return argv + (["--retrain"] if args.retrain else [])
 
 
-def train_in_parallel(args: argparse.Namespace, phase: str, runs: list[Run]) -> None:
-    """Train a phase's unfinished runs in `args.jobs` child processes (child i takes every N-th run from the i-th),
+def train_in_children(args: argparse.Namespace, label: str, runs: list[Run]) -> None:
+    """Train `runs` in `args.jobs` child processes (child i takes every N-th run from the i-th of a queue file),
     torch threads split evenly."""
-    jobs = min(args.jobs, sum(finished_record(args, run) is None for run in runs))
+    jobs = min(args.jobs, len(runs))
+    root = family_dir(args)
+    root.mkdir(parents=True, exist_ok=True)
+    queue = root / f"queue-{label}.json"
+    queue.write_text(json.dumps([run.to_json() for run in runs], indent=1) + "\n")
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, torch.get_num_threads() // max(jobs, 1))), "PYTHONPATH": path}
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, torch.get_num_threads() // jobs)), "PYTHONPATH": path}
     children = []
     for i in range(jobs):
-        log = Path(args.runs_dir) / f"{phase}-{i}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        print(f"{PROG}: {phase} runs, share {i + 1}/{jobs}, log {log}", file=sys.stderr, flush=True)
-        cmd = [sys.executable, "-m", "experiments.reproduce", *child_argv(args, phase, f"{i}/{jobs}")]
+        log = root / f"{label}-{i}.log"
+        print(f"{PROG}: {label} runs, share {i + 1}/{jobs}, log {log}", file=sys.stderr, flush=True)
+        cmd = [sys.executable, "-m", "experiments.reproduce", *child_argv(args, queue, f"{i}/{jobs}")]
         with log.open("w") as handle:
             children.append((i, log, subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env)))
-    failed = [f"{phase} share {i + 1} (exit {p.returncode}, log {log})" for i, log, p in children if p.wait() != 0]
+    failed = [f"{label} share {i + 1} (exit {p.returncode}, log {log})" for i, log, p in children if p.wait() != 0]
     if failed:
         raise RunFailed("training failed for " + "; ".join(failed))
 
 
-def train_phase(args: argparse.Namespace, phase: str, runs: list[Run]) -> list[dict[str, Any]]:
-    """The records of a phase's runs: reused where finished, trained (in `--jobs` children, or here) where not."""
-    in_children = args.jobs > 1 and not args.phase and sum(finished_record(args, run) is None for run in runs) > 1
+def train_queue(args: argparse.Namespace) -> None:
+    """A `--jobs` child: train its share (`--shard i/N`) of the runs in the `--queue` file."""
+    index, count = map(int, args.shard.split("/"))
+    runs = [Run.from_json(row) for row in json.loads(Path(args.queue).read_text())]
+    for run in runs[index::count]:
+        print(f"{PROG}: {run.name}, seed {run.seed}, lr {run.lr:g}, {run.steps} steps", file=sys.stderr, flush=True)
+        run_one(args, run)
+
+
+def train_runs(args: argparse.Namespace, label: str, runs: list[Run]) -> list[dict[str, Any]]:
+    """The records of `runs`: reused where finished, trained (in `--jobs` children, or here) where not."""
+    unfinished = [run for run in runs if finished_record(args, run) is None]
+    in_children = args.jobs > 1 and len(unfinished) > 1
     if in_children:
-        train_in_parallel(args, phase, runs)
-    if args.shard:
-        index, count = map(int, args.shard.split("/"))
-        runs = runs[index::count]
+        train_in_children(args, label, unfinished)
     records = []
     for run in runs:
         record = finished_record(args, run, reuse=True if in_children else None)  # the children's, retrained or not
         print(
-            f"{PROG}: {phase} {run.name}, seed {run.seed}, lr {run.lr:g}, {run.steps} steps"
+            f"{PROG}: {label} {run.name}, seed {run.seed}, lr {run.lr:g}, {run.steps} steps"
             + (f" (reusing {run.run_dir / RECORD})" if record else ""),
             file=sys.stderr,
             flush=True,

@@ -1,5 +1,5 @@
-"""The reproduction's arguments and the runs they make: every variant (block type or ablation) at every lr of the
-sweep, then at its chosen lr for every seed, and pre_ln with RaPTr; each run one `TrainPlan`."""
+"""The reproduction's arguments and the runs they make: every variant (block type or ablation) at every lr of its
+sweep, the other seeds at its chosen lr and at Pre-LN's, and pre_ln with RaPTr; each run one `TrainPlan`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from modeling_simplified.training.presets import (
     available_presets,
     load_preset,
 )
-from modeling_simplified.training.raptr import RaptrCallback
+from modeling_simplified.training.raptr import RaptrCallback, parse_sizes
 
 PROG = "python -m experiments.reproduce"
 
@@ -37,87 +37,102 @@ class Variant:
 VARIANTS: dict[str, Variant] = {name: Variant(name) for name in BLOCKS} | {
     "sas_softmax": Variant("sas", {"attention_type": "softmax"}),
 }
-#: the maximum learning rates tried per block type (a logarithmic grid, §4 / App. D.1)
+#: the variants a task trains by default: every causal variant; on the masked-LM side the blocks of the paper's
+#: crammed-BERT comparison with normalisation (Fig. 7), and SAS-P without norms
+DEFAULT_VARIANTS = {
+    "causal-lm": tuple(VARIANTS),
+    "masked-lm": ("pre_ln", "parallel", "sas", "sas_p", "simplest"),
+}
+#: the maximum learning rates every sweep starts from (a logarithmic grid, §4: "tuned on training loss, using a
+#: logarithmic grid"); a sweep grows by `--lr-factor` past whichever end holds its best lr
 LR_GRID = (1e-3, 2e-3, 4e-3)
-PHASES = ("sweep", "final")
-#: preset families with a causal-LM preset for every block type
-CAUSAL_FAMILIES = ("codeparrot", "codeparrot-tiny")
+#: evaluations: every 5% of the steps (the loss-vs-time curves interpolate between them)
+EVALUATIONS = 20
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Train every causal block type and the skipless-softmax ablation on the same data, seeds and "
-        "steps; write the table, plots, diagnostics and the paper's claims checked against the table.",
+        description="Train every block type of a preset family on the same data, seeds and steps, each at the best "
+        "lr of a sweep that brackets it and at Pre-LN's; measure each block's step time; write the tables, plots, "
+        "diagnostics and the paper's claims checked against them.",
         epilog="examples:\n"
-        f"  {PROG}                          # CPU miniature, embedded code corpus\n"
-        f"  {PROG} --seeds 0 1 --jobs 2     # two seeds, one process each (the committed results)\n"
-        f"  {PROG} --preset codeparrot --preset-shape   # paper scale (GPU), real CodeParrot data",
+        f"  {PROG}                                   # CPU miniature of the CodeParrot runs (embedded code)\n"
+        f"  {PROG} --preset crammed-bert-tiny        # CPU miniature of the crammed-BERT runs (embedded prose)\n"
+        f"  {PROG} --seeds 0 1 --jobs 2 --raptr recommended   # the committed causal results\n"
+        f"  {PROG} --preset codeparrot               # paper scale (GPU), real CodeParrot data",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--preset",
         default="codeparrot-tiny",
-        help="preset family: <family>-<block>.json must exist for every block type (default: codeparrot-tiny)",
+        help="preset family: <family>-<block>.json must exist for every block trained (default: codeparrot-tiny; "
+        "crammed-bert-tiny for the masked-LM side)",
     )
     parser.add_argument(
         "--blocks",
         nargs="+",
-        default=list(VARIANTS),
         choices=list(VARIANTS),
         metavar="BLOCK",
-        help=f"block types to train (default: all of {', '.join(VARIANTS)})",
+        help=f"variants to train (default: causal families {', '.join(DEFAULT_VARIANTS['causal-lm'])}; "
+        f"masked-LM families {', '.join(DEFAULT_VARIANTS['masked-lm'])})",
     )
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds (default: 0)")
-    parser.add_argument("--steps", type=int, default=400, help="optimizer steps, a multiple of 4 (default: 400)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1], help="seeds (default: 0 1)")
+    parser.add_argument(
+        "--steps", type=int, help=f"optimizer steps, a multiple of {EVALUATIONS} (default: the preset's)"
+    )
     parser.add_argument(
         "--lr-grid",
         nargs="+",
         type=float,
         default=list(LR_GRID),
         metavar="LR",
-        help=f"maximum learning rates swept per block type, first seed (default: {' '.join(map(str, LR_GRID))})",
+        help=f"maximum learning rates every sweep starts from (default: {' '.join(map(str, LR_GRID))})",
     )
     parser.add_argument(
-        "--sweep-steps", type=int, help="optimizer steps of a sweep run (default: half of --steps, a multiple of 4)"
+        "--lr-factor",
+        type=float,
+        default=2.0,
+        help="a sweep whose best lr is its smallest (largest) adds that lr divided (multiplied) by this (default: 2)",
+    )
+    parser.add_argument(
+        "--max-lrs",
+        type=int,
+        default=8,
+        help="at most this many lrs per variant: a sweep that reaches it unbracketed is reported so (default: 8)",
     )
     parser.add_argument("--no-sweep", action="store_true", help="no lr sweep: every block at its preset's lr")
     parser.add_argument(
         "--raptr",
         metavar="SPEC",
-        help="also train pre_ln with RaPTr (e.g. recommended) at its chosen lr, every seed: at equal steps "
-        "(Table 1's setting) and at equal FLOPs (steps / expected relative FLOPs, Table 7's), against its final runs",
+        help="causal families: also train pre_ln with RaPTr (e.g. recommended) at its chosen lr, every seed, at "
+        "equal steps and at equal FLOPs, and the full model with RaPTr's lr schedule (the RaPTr paper's App. D.2)",
     )
-    parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)  # a --jobs child: train one phase's share
-    parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/N": every N-th run of the phase from the i-th
-    parser.add_argument("--layers", type=int, default=6, help="blocks (default: 6)")
-    parser.add_argument("--hidden-size", type=int, default=256, help="width d; the MLP is 4d (default: 256)")
-    parser.add_argument("--heads", type=int, default=4, help="attention heads (default: 4)")
-    parser.add_argument("--seq-len", type=int, default=128, help="sequence length (default: 128)")
-    parser.add_argument(
-        "--preset-shape",
-        action="store_true",
-        help="keep the presets' shape, sequence length "
-        "and steps (paper scale); ignores --steps/--layers/--hidden-size/--heads/--seq-len",
-    )
-    parser.add_argument(
-        "--dataset",
-        help="dataset (default: the preset's: the embedded code corpus for codeparrot-tiny, CodeParrot for codeparrot)",
-    )
+    parser.add_argument("--queue", help=argparse.SUPPRESS)  # a --jobs child: train the runs listed in this file
+    parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/N": every N-th run of the queue from the i-th
+    parser.add_argument("--layers", type=int, help="blocks (default: the preset's)")
+    parser.add_argument("--hidden-size", type=int, help="width d; the MLP keeps the preset's ratio (default: preset)")
+    parser.add_argument("--heads", type=int, help="attention heads (default: the preset's)")
+    parser.add_argument("--seq-len", type=int, help="sequence length (default: the preset's)")
+    parser.add_argument("--dataset", help="dataset (default: the preset's; the tiny families' is embedded)")
     add_set_option(parser, "extra override for every block, as in simplified-train")
     parser.add_argument(
-        "--output-dir", default="docs/reproduction", help="table, JSON and plots (default: docs/reproduction)"
+        "--timing-rounds",
+        type=int,
+        default=7,
+        help="timed rounds of the step-time measurement after the training (default: 7; 0 skips it)",
     )
+    parser.add_argument("--output-dir", help="tables, JSON and plots (default: docs/reproduction/<family>)")
     parser.add_argument(
         "--runs-dir",
         default="runs/reproduction",
-        help="the training runs, checkpoints included (default: runs/reproduction)",
+        help="the training runs, checkpoints included, under <runs-dir>/<family>/ (default: runs/reproduction)",
     )
     parser.add_argument(
         "--jobs",
         type=int,
         default=1,
-        help="train the seeds in this many processes at once, torch threads split between them (default: 1)",
+        help="train each batch of runs in this many processes at once, torch threads split between them (default: 1)",
     )
     parser.add_argument(
         "--retrain",
@@ -127,31 +142,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def task_of(args: argparse.Namespace) -> str:
+    """The task of the family's pre_ln preset (the family's task)."""
+    return load_preset(f"{args.preset}-pre_ln").task
+
+
 def check(args: argparse.Namespace) -> None:
-    if args.steps < 4 or args.steps % 4:
-        raise UsageError(f"--steps must be a positive multiple of 4 (evaluations at 25/50/75/100%), got {args.steps}.")
+    """Every argument checked, with one message naming the option and what it allows; fills the defaults that
+    depend on the family (`blocks`, `output_dir`)."""
     names = set(available_presets())
+    if f"{args.preset}-pre_ln" not in names:
+        families = sorted({n.rsplit("-", 1)[0] for n in names if n.endswith("-pre_ln")})
+        raise UsageError(
+            f"--preset {args.preset!r}: no such family with a pre_ln preset; families: {', '.join(families)}."
+        )
+    task = task_of(args)
+    if task not in DEFAULT_VARIANTS:
+        raise UsageError(
+            f"--preset {args.preset!r}: its presets are {task} presets; the reproduction pre-trains language models "
+            f"({', '.join(DEFAULT_VARIANTS)})."
+        )
+    args.blocks = list(args.blocks or DEFAULT_VARIANTS[task])
     for name in args.blocks:
-        preset = f"{args.preset}-{VARIANTS[name].block_type}"
+        preset = preset_name(args, name)
         if preset not in names:
-            raise UsageError(
-                f"--preset {args.preset!r}: no preset {preset!r} for block {name!r}; families with "
-                f"every block: {', '.join(CAUSAL_FAMILIES)}."
-            )
-        task = load_preset(preset).task
-        if task != "causal-lm":
-            raise UsageError(
-                f"--preset {args.preset!r}: preset {preset!r} is a {task} preset; the reproduction trains "
-                f"causal LMs (the paper's CodeParrot runs): families {', '.join(CAUSAL_FAMILIES)}."
-            )
+            raise UsageError(f"--preset {args.preset!r}: no preset {preset!r} for block {name!r}.")
+    if "pre_ln" not in args.blocks:
+        raise UsageError("--blocks must include pre_ln: every comparison (and the shared lr) is against it.")
+    if args.output_dir is None:
+        args.output_dir = str(Path("docs/reproduction") / args.preset)
+    steps = final_steps(args)
+    if steps < EVALUATIONS or steps % EVALUATIONS:
+        raise UsageError(f"--steps must be a positive multiple of {EVALUATIONS} (an evaluation every 5%), got {steps}.")
     if len(set(args.seeds)) != len(args.seeds):
         raise UsageError(f"--seeds must be distinct, got {args.seeds}.")
     if not all(math.isfinite(lr) and lr > 0 for lr in args.lr_grid) or len(set(args.lr_grid)) != len(args.lr_grid):
         raise UsageError(f"--lr-grid must be distinct positive learning rates, got {args.lr_grid}.")
-    if args.sweep_steps is not None and (args.sweep_steps < 4 or args.sweep_steps % 4):
-        raise UsageError(f"--sweep-steps must be a positive multiple of 4, got {args.sweep_steps}.")
+    if not (math.isfinite(args.lr_factor) and args.lr_factor > 1):
+        raise UsageError(f"--lr-factor must be greater than 1, got {args.lr_factor}.")
+    if args.max_lrs < len(args.lr_grid):
+        raise UsageError(f"--max-lrs must be at least the --lr-grid's {len(args.lr_grid)} lrs, got {args.max_lrs}.")
+    if args.raptr and task != "causal-lm":
+        raise UsageError(f"--raptr: the reproduction compares RaPTr on causal families, not {task} ({args.preset}).")
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}.")
+    if args.timing_rounds < 0:
+        raise UsageError(f"--timing-rounds must be 0 or more, got {args.timing_rounds}.")
 
 
 def preset_name(args: argparse.Namespace, name: str) -> str:
@@ -162,56 +198,48 @@ def preset_lr(args: argparse.Namespace, name: str) -> float:
     return load_preset(preset_name(args, name)).training.learning_rate
 
 
-def final_steps(args: argparse.Namespace, name: str) -> int:
-    recipe = load_preset(preset_name(args, name)).training
-    return recipe.max_steps if args.preset_shape or args.steps is None else args.steps
+def final_steps(args: argparse.Namespace) -> int:
+    return args.steps or load_preset(f"{args.preset}-pre_ln").training.max_steps
 
 
-def sweep_steps(args: argparse.Namespace, name: str) -> int:
-    return args.sweep_steps or max(4, final_steps(args, name) // 8 * 4)
+def round_lr(lr: float) -> float:
+    """An lr as the grid names it (6 significant digits), so that 1e-3·2·2 and 4e-3 are one point."""
+    return float(f"{lr:.6g}")
 
 
-def train_plan(
-    args: argparse.Namespace,
-    name: str,
-    seed: int,
-    run_dir: Path,
-    lr: float | None = None,
-    steps: int | None = None,
-    raptr: str | None = None,
-) -> TrainPlan:
-    """The plan of one variant and seed (default: its preset's lr, the final steps): evaluations at 25/50/75/100%,
-    one checkpoint at the end, 40 training logs, the diagnostics, no export."""
-    variant = VARIANTS[name]
-    preset = load_preset(preset_name(args, name), check=False)
-    steps = final_steps(args, name) if steps is None else steps
+def train_plan(args: argparse.Namespace, run: Run) -> TrainPlan:
+    """The plan of one run: its variant's preset at the run's seed, lr and steps (with the shape options and
+    overrides), evaluations every 5%, one checkpoint at the end, 60 training logs, the diagnostics, no export."""
+    variant = VARIANTS[run.name]
+    preset = load_preset(preset_name(args, run.name), check=False)
     recipe = preset.training
-    recipe.seed = seed
-    recipe.learning_rate = preset_lr(args, name) if lr is None else lr
-    recipe.eval_steps, recipe.save_steps, recipe.save_total_limit = steps // 4, steps, 1
-    recipe.logging_steps = max(1, steps // 40)
-    if not args.preset_shape:
-        preset.model.update(
-            hidden_size=args.hidden_size,
-            intermediate_size=4 * args.hidden_size,
-            num_hidden_layers=args.layers,
-            num_attention_heads=args.heads,
-        )
+    recipe.seed, recipe.learning_rate = run.seed, run.lr
+    recipe.eval_steps, recipe.save_steps, recipe.save_total_limit = run.steps // EVALUATIONS, run.steps, 1
+    recipe.logging_steps = max(1, run.steps // 60)
+    model = preset.model
+    if args.hidden_size:
+        model["intermediate_size"] = model["intermediate_size"] * args.hidden_size // model["hidden_size"]
+        model["hidden_size"] = args.hidden_size
+    if args.layers:
+        model["num_hidden_layers"] = args.layers
+    if args.heads:
+        model["num_attention_heads"] = args.heads
+    if args.seq_len:
         preset.data.seq_len = args.seq_len
-    preset.model.update(variant.model)
+    model.update(variant.model)
     for assignment in args.overrides:
         apply_override(preset, assignment)
-    recipe.max_steps, recipe.num_train_epochs = steps, None  # the run's length, whatever the overrides say
+    recipe.max_steps, recipe.num_train_epochs = run.steps, None  # the run's length, whatever the overrides say
     if args.dataset:
         preset.data.dataset = args.dataset
     return TrainPlan(
         preset=preset,
-        output_dir=run_dir,
+        output_dir=run.run_dir,
         overwrite=True,
         explicit_dataset=bool(args.dataset),
         diagnostics=True,
         export=False,
-        raptr=RaptrOptions(spec=raptr) if raptr else None,
+        raptr=RaptrOptions(spec=run.raptr) if run.raptr else None,
     )
 
 
@@ -235,46 +263,51 @@ class Run:
     lr: float
     steps: int
     run_dir: Path
-    raptr: str | None = None  # a RaPTr schedule (the paper's stagewise lr schedule with it)
-    setting: str | None = None  # RaPTr: "equal_steps" or "equal_flops"
+    raptr: str | None = None  # a RaPTr schedule (with the paper's stagewise lr schedule)
+    setting: str | None = None  # RaPTr: "equal_steps", "equal_flops" or "full_model_same_schedule"
 
     def plan(self, args: argparse.Namespace) -> TrainPlan:
-        return train_plan(args, self.name, self.seed, self.run_dir, self.lr, self.steps, self.raptr)
+        return train_plan(args, self)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "run_dir": str(self.run_dir)}
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> Run:
+        return cls(**{**row, "run_dir": Path(row["run_dir"])})
 
 
-def sweep_runs(args: argparse.Namespace) -> list[Run]:
-    """Every variant at every lr of the grid, the first seed, `--sweep-steps` steps."""
-    root = Path(args.runs_dir) / "sweep"
-    return [
-        Run(name, args.seeds[0], lr, sweep_steps(args, name), root / f"lr{lr:g}" / name)
-        for lr in args.lr_grid
-        for name in args.blocks
-    ]
+def family_dir(args: argparse.Namespace) -> Path:
+    return Path(args.runs_dir) / args.preset
 
 
-def final_runs(args: argparse.Namespace, lrs: dict[str, float]) -> list[Run]:
-    """Every variant at its lr, every seed, the final number of steps."""
-    return [
-        Run(name, seed, lrs[name], final_steps(args, name), Path(args.runs_dir) / f"seed{seed}" / name)
-        for seed in args.seeds
-        for name in args.blocks
-    ]
+def run_at(args: argparse.Namespace, name: str, seed: int, lr: float) -> Run:
+    """A variant at one seed and lr, the final number of steps: `<runs-dir>/<family>/lr<lr>/seed<k>/<variant>`."""
+    lr = round_lr(lr)
+    return Run(name, seed, lr, final_steps(args), family_dir(args) / f"lr{lr:g}" / f"seed{seed}" / name)
 
 
-def raptr_relative_flops(args: argparse.Namespace, steps: int) -> float:
+def raptr_relative_flops(args: argparse.Namespace, layers: int, steps: int) -> float:
     """RaPTr's expected relative layer FLOPs for pre_ln's depth over `steps` steps (the schedule's own figure)."""
-    layers = load_preset(f"{args.preset}-pre_ln").model.get("num_hidden_layers") if args.preset_shape else args.layers
     config = SimplifiedConfig(num_hidden_layers=layers, hidden_size=8, num_attention_heads=1, vocab_size=8)
     return RaptrCallback(args.raptr).build(config, steps).expected_relative_flops()
 
 
 def raptr_runs(args: argparse.Namespace, lr: float) -> list[Run]:
     """pre_ln with RaPTr at its lr, every seed: as many steps as the full model (equal steps), and that many divided
-    by the expected relative FLOPs, rounded down to a multiple of 4 (equal FLOPs)."""
-    steps = final_steps(args, "pre_ln")
-    longer = int(steps / raptr_relative_flops(args, steps)) // 4 * 4
+    by the expected relative FLOPs, rounded down to a multiple of 4 (equal FLOPs); and the full model with RaPTr's
+    lr schedule (every stage the whole depth, so the same stage boundaries), at equal steps."""
+    steps = final_steps(args)
+    layers = args.layers or load_preset(f"{args.preset}-pre_ln").model["num_hidden_layers"]
+    longer = int(steps / raptr_relative_flops(args, layers, steps)) // 4 * 4
+    full_depth = "-".join([str(layers)] * len(parse_sizes(args.raptr, layers)))
+    root = family_dir(args) / f"lr{round_lr(lr):g}"
     return [
-        Run("pre_ln", seed, lr, n, Path(args.runs_dir) / f"seed{seed}" / f"pre_ln-raptr-{setting}", args.raptr, setting)
-        for setting, n in (("equal_steps", steps), ("equal_flops", longer))
+        Run("pre_ln", seed, round_lr(lr), n, root / f"seed{seed}" / f"pre_ln-raptr-{setting}", spec, setting)
+        for setting, n, spec in (
+            ("equal_steps", steps, args.raptr),
+            ("equal_flops", longer, args.raptr),
+            ("full_model_same_schedule", steps, full_depth),
+        )
         for seed in args.seeds
     ]

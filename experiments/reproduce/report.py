@@ -1,11 +1,12 @@
 """The reproduction's report, from `results.json` alone: `results.md` (the lr sweep, the table, the claims, kurtosis,
-signal propagation, RaPTr) and the plots. `python -m experiments.reproduce.report docs/reproduction` rewrites them
-from the folder's `results.json`."""
+signal propagation, RaPTr) and the plots. `python -m experiments.reproduce.report docs/reproduction/<family>`
+rewrites them from the folder's `results.json`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -14,7 +15,25 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from . import analysis
 from .analysis import FRACTIONS, GAIN_KEYS
+
+#: the two comparisons of every table and claim: each variant at its own best lr, and every variant at Pre-LN's
+SETTINGS = ("best_lr", "shared_lr")
+SETTING_TITLES = {
+    "best_lr": lambda result: "each variant at its best lr (its sweep's choice)",
+    "shared_lr": lambda result: (
+        f"every variant at Pre-LN's best lr, {result['lrs']['shared_lr']:g} (App. D.1's setting)"
+    ),
+}
+
+
+def setting_records(result: dict[str, Any], setting: str) -> list[dict[str, Any]]:
+    """The runs of one setting: each variant at its lr in that setting, in the table's order."""
+    lrs = result["lrs"][setting]
+    table = result["settings"][setting]["table"]
+    lr_of = lambda name: lrs[name] if isinstance(lrs, dict) else lrs  # noqa: E731
+    return [r for name in table for r in result["runs"] if r["block"] == name and r["learning_rate"] == lr_of(name)]
 
 
 def _fmt(pair: tuple[float, float], digits: int = 4) -> str:
@@ -22,84 +41,152 @@ def _fmt(pair: tuple[float, float], digits: int = 4) -> str:
     return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std else "")
 
 
-def markdown(table, verdicts, records, command: str, lr_sweep=None, signal=None, raptr=None) -> str:
-    cols = [f"eval loss @{int(f * 100)}%" for f in FRACTIONS]
-    lines = [f"Command: `{command}`", ""]
-    if lr_sweep:
-        grid = sorted({lr for row in lr_sweep.values() for lr in row["grid"]})
-        first = next(iter(lr_sweep.values()))
-        lines += [
-            f"## Learning-rate sweep (seed {first['seed']}, {first['steps']} steps; final eval loss)",
-            "",
-            "| block | " + " | ".join(f"lr {lr:g}" for lr in grid) + " | chosen |",
-            "|---|" + "---|" * (len(grid) + 1),
-        ]
-        for name, row in lr_sweep.items():
-            cells = " | ".join(f"{row['loss'][f'{lr:g}']:.4f}" if f"{lr:g}" in row["loss"] else "-" for lr in grid)
-            edge = " (grid edge)" if row["at_edge"] else ""
-            lines.append(f"| {name} | {cells} | {row['chosen']:g}{edge} |")
-        lines += ["", "## Final runs at each block's chosen lr", ""]
-    lines += [
-        f"Seeds: {sorted({r['seed'] for r in records})} (mean ± sample std over seeds). tokens/s counts the "
-        "training tokens over the training time including the periodic evaluations; torch threads per run: "
-        f"{sorted({r.get('torch_threads', 0) for r in records})}.",
+def _seeds(values: list[float], digits: int = 4) -> str:
+    return ", ".join(f"{v:.{digits}f}" for v in values)
+
+
+def _sweep_lines(result: dict[str, Any]) -> list[str]:
+    sweep = result["lr_sweep"]
+    if not sweep:
+        return []
+    grid = sorted({p["lr"] for row in sweep.values() for p in row["points"]})
+    seed = next(iter(sweep.values()))["criterion_seed"]
+    lines = [
+        f"## Learning-rate sweep (selection: {result['criterion']})",
         "",
-        "| block | lr | parameters | " + " | ".join(cols) + " | tokens/s | train time (s) |",
+        f"Training loss at the end, seed {seed}, per maximum lr (**bold**: the chosen lr; `-`: not tried). A sweep "
+        "grows past whichever end holds its best lr until a smaller and a larger lr are both no better (bracketed).",
+        "",
+        "| variant | " + " | ".join(f"lr {lr:g}" for lr in grid) + " | chosen | bracketed |",
+        "|---|" + "---|" * (len(grid) + 2),
+    ]
+    for name, row in sweep.items():
+        points = {p["lr"]: p["train_loss_end"].get(str(seed)) for p in row["points"]}
+        cells = []
+        for lr in grid:
+            value = points.get(lr)
+            cell = "-" if value is None else ("diverged" if not math.isfinite(value) else f"{value:.4f}")
+            cells.append(f"**{cell}**" if lr == row["chosen"] else cell)
+        lines.append(
+            f"| {name} | " + " | ".join(cells) + f" | {row['chosen']:g} | {'yes' if row['bracketed'] else 'NO'} |"
+        )
+    multi = [
+        f"{name} at {p['lr']:g}: train {_seeds(list(p['train_loss_end'].values()))}, eval "
+        f"{_seeds(list(p['eval_loss'].values()))}"
+        for name, row in sweep.items()
+        for p in row["points"]
+        if len(p["train_loss_end"]) > 1
+    ]
+    if multi:
+        lines += ["", "Points with several seeds (training loss at the end; final eval loss), by seed:", ""]
+        lines += [f"- {line}" for line in multi]
+    return lines + [""]
+
+
+def _timing_lines(result: dict[str, Any]) -> list[str]:
+    timing = result.get("timing")
+    if not timing:
+        return ["## Step time", "", "Not measured (`--timing-rounds 0`): no claim at equal time is checked.", ""]
+    lines = [
+        "## Step time, measured (the time axis)",
+        "",
+        f"Each variant's training step (forward, backward, clipping, fused AdamW; no data loading, no evaluation) at "
+        f"this shape, batch {timing['batch']} × {timing['seq']}: every model in its own process, {timing['warmup']} "
+        f"warm-up steps, then {timing['rounds']} rounds of one step each, round-robin with the order rotating, "
+        f"{timing['threads']} torch threads, nothing else training (as `make bench` times the paper shape). The "
+        "loss-vs-time curves and the claims at equal time put each evaluation at its step × the median step time.",
+        "",
+        "| variant | parameters | median step s | min s | spread | speed vs pre_ln: median (range) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in timing["variants"].items():
+        v = r["speed_vs_pre_ln"]
+        lines.append(
+            f"| {name} | {r['params']:,} | {r['seconds_per_step']:.4f} | {r['min_s']:.4f} | {100 * r['spread']:.0f}% "
+            f"| {v['ratio_median']:.3f} ({v['ratio_low']:.3f}-{v['ratio_high']:.3f}) |"
+        )
+    return lines + [""]
+
+
+def _setting_lines(result: dict[str, Any], setting: str) -> list[str]:
+    table = result["settings"][setting]["table"]
+    loss = "eval loss" if result["task"] == "causal-lm" else "MLM eval loss"
+    cols = [f"{loss} @{int(f * 100)}%" for f in FRACTIONS]
+    lines = [
+        f"## {SETTING_TITLES[setting](result)[0].upper()}{SETTING_TITLES[setting](result)[1:]}",
+        "",
+        f"Seeds: {sorted({s for row in table.values() for s in row['seeds']})} (mean ± sample std over seeds; the "
+        "final eval loss of each seed in brackets). Training loss at the end: the selection criterion. Gap: final "
+        "eval loss − training loss at the end (the generalisation gap), mean and per seed.",
+        "",
+        "| variant | lr | parameters | " + " | ".join(cols) + " | training loss at the end | gap (per seed) |",
         "|---|---|---|" + "---|" * len(cols) + "---|---|",
     ]
     for name, row in table.items():
-        losses = " | ".join(_fmt(row[f"eval_loss@{int(f * 100)}%"]) for f in FRACTIONS)
+        losses = [_fmt(row[f"eval_loss@{int(f * 100)}%"]) for f in FRACTIONS]
+        losses[-1] += f" [{_seeds(row['eval_loss_per_seed'])}]"
         lines.append(
-            f"| {name} | {row['learning_rate']:.3g} | {row['parameters']:,} | {losses} | "
-            f"{_fmt(row['tokens_per_second'], 0)} | {_fmt(row['train_time_s'], 1)} |"
+            f"| {name} | {row['learning_rate']:g} | {row['parameters']:,} | {' | '.join(losses)} | "
+            f"{_fmt(row['train_loss_end'])} | {_fmt(row['generalisation_gap'], 3)} ({_seeds(row['gap_per_seed'], 3)}) |"
         )
-    lines += ["", "## Claims (computed from the table)", ""]
-    for v in verdicts:
-        lines.append(f"- {v['claim']}: **{v['verdict']}** — {v['numbers']}")
+    lines += ["", "Claims (computed from this table; the paper's sentence after each):", ""]
+    for v in result["settings"][setting]["claims"]:
+        lines.append(f"- {v['claim']}: **{v['verdict']}** — {v['numbers']}. Paper: {v['source']}")
+    return lines + [""]
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"Command: `{result['command']}`", "", f"Preset family `{result['preset']}` ({result['task']}).", ""]
+    lines += _sweep_lines(result)
+    lines += _timing_lines(result)
+    for setting in SETTINGS:
+        lines += _setting_lines(result, setting)
+    records = setting_records(result, "best_lr")
+    layers = max(len(r["kurtosis"]) for r in records)
     lines += [
+        "## Activation kurtosis per layer at the end (best lr, seed mean)",
         "",
-        "## Activation kurtosis per layer at the end (seed mean)",
-        "",
-        "| block | " + " | ".join(f"L{i}" for i in range(max(len(r["kurtosis"]) for r in records))) + " |",
-        "|---|" + "---|" * max(len(r["kurtosis"]) for r in records),
+        "| variant | " + " | ".join(f"L{i}" for i in range(layers)) + " |",
+        "|---|" + "---|" * layers,
     ]
-    for name in table:
+    for name in result["settings"]["best_lr"]["table"]:
         ks = [r["kurtosis"] for r in records if r["block"] == name]
         lines.append(
             f"| {name} | " + " | ".join(f"{statistics.fmean(k[i] for k in ks):.2f}" for i in range(len(ks[0]))) + " |"
         )
+    signal = result["signal_propagation"]
     if signal:
         layers = max(len(row["init"]) for row in signal.values())
         lines += [
             "",
-            "## Signal propagation: mean cosine similarity of the token representations per layer (seed mean)",
+            "## Signal propagation: mean cosine similarity of the token representations per layer (best lr, seed mean)",
             "",
             "Near 1: every token carries the same representation (rank collapse). First evaluation batch; at "
             "initialisation / at the end of training.",
             "",
-            "| block | " + " | ".join(f"L{i}" for i in range(layers)) + " |",
+            "| variant | " + " | ".join(f"L{i}" for i in range(layers)) + " |",
             "|---|" + "---|" * layers,
         ]
         for name, row in signal.items():
             cells = " | ".join(f"{a:.3f} / {b:.3f}" for a, b in zip(row["init"], row["end"]))
             lines.append(f"| {name} | {cells} |")
-    if raptr:
-        lines += ["", "## RaPTr against the full model (pre_ln, its chosen lr; final eval loss per seed)", ""]
-        for setting, row in raptr.items():
+    if result["raptr"]:
+        lines += ["", "## RaPTr against the full model (pre_ln, Pre-LN's lr; final eval loss per seed)", ""]
+        for comparison, row in result["raptr"].items():
             pairs = ", ".join(
                 f"seed {s}: {f:.4f} → {r:.4f} ({d:+.4f})"
                 for s, f, r, d in zip(row["seeds"], row["full_loss"], row["raptr_loss"], row["raptr_minus_full"])
             )
             flops = ", ".join(f"{x:.3f}" for x in row["realised_relative_flops"] if x is not None)
             lines.append(
-                f"- {setting.replace('_', ' ')} ({row['steps']['full']} full-model steps, {row['steps']['raptr']} "
+                f"- {comparison.replace('_', ' ')} ({row['steps']['full']} full-model steps, {row['steps']['raptr']} "
                 f"RaPTr steps; realised relative layer FLOPs {flops}): the paper, {row['paper']}. Measured, full → "
                 f"RaPTr: {pairs}; mean {row['raptr_minus_full_mean']:+.4f}: **{row['verdict']}**."
             )
     lines += [
         "",
-        "Plots: `loss_vs_step.png`, `loss_vs_time.png`, `gains.png` (shaped-attention α, β, γ per layer, "
-        "mean over heads, and βFF), `kurtosis.png`, `signal_propagation.png`.",
+        "Plots: `lr_sweep.png`, `loss_vs_step.png`, `loss_vs_time.png` (both settings), `gains.png` (shaped-attention "
+        "α, β, γ per layer, mean over heads, and βFF), `kurtosis.png`, `signal_propagation.png`.",
         "",
     ]
     return "\n".join(lines)
@@ -111,30 +198,64 @@ def _figure(width: float = 7.0, height: float = 4.5):
     return fig
 
 
-def plot_losses(records, out: Path, per_time: bool) -> Path:
-    """Eval loss (mean over seeds, band = min..max) of every block type against the step or the training time."""
-    fig = _figure()
-    ax = fig.add_subplot()
-    for i, name in enumerate(dict.fromkeys(r["block"] for r in records)):
-        runs = [r for r in records if r["block"] == name]
-        steps = sorted(int(s) for s in runs[0]["eval_loss"])
-        scale = statistics.fmean(r["seconds_per_step"] for r in runs) if per_time else 1.0
-        xs = [s * scale for s in steps]
-        values = [[r["eval_loss"][str(s)] for r in runs] for s in steps]
-        color = f"C{i}"
-        ax.plot(xs, [statistics.fmean(v) for v in values], "o-", color=color, label=name, markersize=3)
-        if len(runs) > 1:
-            ax.fill_between(xs, [min(v) for v in values], [max(v) for v in values], color=color, alpha=0.2)
-    ax.set_xlabel("training time (s)" if per_time else "step")
-    ax.set_ylabel("eval loss")
-    # cut the first evaluations' plateau, but keep every block type's final losses in view (the ablation's too)
-    lowest = min(min(r["eval_loss"].values()) for r in records)
-    highest_final = max(r["eval_loss"][str(max(int(s) for s in r["eval_loss"]))] for r in records)
-    ax.set_ylim(top=min(ax.get_ylim()[1], max(1.3 * lowest + 1.0, highest_final + 0.5)))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+def plot_losses(result: dict[str, Any], out: Path, per_time: bool) -> Path:
+    """Eval loss (mean over seeds, band = min..max) of every variant against the step or the measured training
+    time (step × the measured median step time), at each variant's best lr (left) and at Pre-LN's (right)."""
+    fig = _figure(13.0, 4.5)
+    timing = (result.get("timing") or {}).get("variants", {})
+    for col, setting in enumerate(SETTINGS):
+        ax = fig.add_subplot(1, 2, col + 1)
+        records = setting_records(result, setting)
+        for i, name in enumerate(dict.fromkeys(r["block"] for r in records)):
+            runs = [r for r in records if r["block"] == name]
+            steps = sorted(int(s) for s in runs[0]["eval_loss"])
+            if per_time and name not in timing:
+                continue
+            scale = timing[name]["seconds_per_step"] if per_time else 1.0
+            xs = [s * scale for s in steps]
+            values = [[r["eval_loss"][str(s)] for r in runs] for s in steps]
+            color = f"C{i}"
+            ax.plot(xs, [statistics.fmean(v) for v in values], "o-", color=color, label=name, markersize=2)
+            if len(runs) > 1:
+                ax.fill_between(xs, [min(v) for v in values], [max(v) for v in values], color=color, alpha=0.2)
+        ax.set_xlabel("training time (s): step × measured step time" if per_time else "step")
+        ax.set_ylabel("eval loss" if result["task"] == "causal-lm" else "MLM eval loss")
+        ax.set_title(SETTING_TITLES[setting](result), fontsize=9)
+        # cut the first evaluations' plateau, but keep every variant's final losses in view (the ablation's too)
+        finite = [v for r in records for v in r["eval_loss"].values() if math.isfinite(v)]
+        finals = [analysis.final_eval_loss(r) for r in records]
+        finals = [v for v in finals if math.isfinite(v)] or finite
+        ax.set_ylim(top=min(ax.get_ylim()[1], max(1.3 * min(finite) + 1.0, max(finals) + 0.5)))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     path = out / ("loss_vs_time.png" if per_time else "loss_vs_step.png")
+    fig.savefig(path, format="png")
+    return path
+
+
+def plot_sweep(result: dict[str, Any], out: Path) -> Path:
+    """Training loss at the end (the selection criterion, first seed) against the lr, per variant; the chosen lr
+    marked."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    for i, (name, row) in enumerate(result["lr_sweep"].items()):
+        seed = str(row["criterion_seed"])
+        points = [(p["lr"], p["train_loss_end"][seed]) for p in row["points"] if seed in p["train_loss_end"]]
+        xs = [lr for lr, v in points if math.isfinite(v)]
+        ys = [v for lr, v in points if math.isfinite(v)]
+        ax.plot(xs, ys, "o-", color=f"C{i}", label=name, markersize=3)
+        chosen = dict(points)[row["chosen"]]
+        if math.isfinite(chosen):
+            ax.plot([row["chosen"]], [chosen], "*", color=f"C{i}", markersize=12)
+    ax.set_xscale("log")
+    ax.set_xlabel("maximum learning rate")
+    seed = next(iter(result["lr_sweep"].values()))["criterion_seed"]
+    ax.set_ylabel(f"training loss at the end (seed {seed})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "lr_sweep.png"
     fig.savefig(path, format="png")
     return path
 
@@ -207,29 +328,23 @@ def plot_kurtosis(records, out: Path) -> Path:
 
 def write_report(result: dict[str, Any], out: Path) -> None:
     """`results.md` and the plots of a result (what `results.json` holds) into `out`."""
-    records = result["runs"]
-    markdown_text = markdown(
-        result["table"],
-        result["claims"],
-        records,
-        result["command"],
-        result["lr_sweep"],
-        result["signal_propagation"],
-        result["raptr"],
-    )
-    (out / "results.md").write_text(markdown_text)
-    plot_signal_propagation(result["signal_propagation"], out)
-    plot_losses(records, out, per_time=False)
-    plot_losses(records, out, per_time=True)
-    plot_gains(records, out)
-    plot_kurtosis(records, out)
+    (out / "results.md").write_text(markdown(result))
+    best = setting_records(result, "best_lr")
+    if result["signal_propagation"]:
+        plot_signal_propagation(result["signal_propagation"], out)
+    if result["lr_sweep"]:
+        plot_sweep(result, out)
+    plot_losses(result, out, per_time=False)
+    plot_losses(result, out, per_time=True)
+    plot_gains(best, out)
+    plot_kurtosis(best, out)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m experiments.reproduce.report", description="Rewrite results.md and the plots of a folder."
     )
-    parser.add_argument("folder", nargs="?", default="docs/reproduction", help="holds results.json")
+    parser.add_argument("folder", help="holds results.json (e.g. docs/reproduction/codeparrot-tiny)")
     folder = Path(parser.parse_args(argv).folder)
     write_report(json.loads((folder / "results.json").read_text()), folder)
     print(f"wrote {folder / 'results.md'} and the plots")

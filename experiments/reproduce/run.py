@@ -1,8 +1,11 @@
-"""`python -m experiments.reproduce`: the sweep, the final runs (and RaPTr's), then the analysis and the report."""
+"""`python -m experiments.reproduce`: the lr sweep (grown until it brackets every variant's best lr), the other
+seeds at each variant's lr and at Pre-LN's (and RaPTr's runs), the step-time measurement, then the analysis and the
+report."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -12,46 +15,89 @@ from typing import Any
 
 from modeling_simplified.training.presets import UsageError
 
-from .analysis import choose_lrs, claims, raptr_comparison, signal_propagation, summarise
-from .jobs import RunFailed, finished_record, train_phase
-from .planning import PROG, build_parser, check, final_runs, preset_lr, raptr_runs, sweep_runs
+from . import analysis
+from .jobs import RunFailed, train_queue, train_runs
+from .planning import PROG, Run, build_parser, check, preset_lr, raptr_runs, round_lr, run_at, task_of
 from .report import write_report
+from .timing import measure
+
+
+class Trainer:
+    """The runs trained (or reused) so far by this command, by run; `batch` trains the ones it has not seen."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.done: dict[Run, dict[str, Any]] = {}
+
+    def batch(self, label: str, runs: list[Run]) -> list[dict[str, Any]]:
+        runs = list(dict.fromkeys(runs))
+        new = [run for run in runs if run not in self.done]
+        self.done.update(zip(new, train_runs(self.args, label, new)))
+        return [self.done[run] for run in runs]
+
+
+def lr_sweep(args: argparse.Namespace, trainer: Trainer) -> dict[str, dict[str, Any]]:
+    """Every variant at every lr of `--lr-grid` (first seed); then, round by round, one more lr past the end that
+    holds a variant's best, until every best is bracketed or has `--max-lrs` lrs."""
+    first = args.seeds[0]
+    grid = {name: [round_lr(lr) for lr in args.lr_grid] for name in args.blocks}
+    for round_ in itertools.count(1):
+        runs = [run_at(args, name, first, lr) for name in args.blocks for lr in grid[name]]
+        records = trainer.batch(f"sweep{round_}", runs)
+        result = analysis.sweep(args.blocks, first, records)
+        more = analysis.extend(result, args.lr_factor, args.max_lrs)
+        if not more:
+            return result
+        for name, lr in more.items():
+            grid[name].append(round_lr(lr))
 
 
 def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
     """Train (or reuse) every run and write the results; None for a `--jobs` child, which only trains its share."""
     check(args)
-    lr_sweep: dict[str, dict[str, Any]] = {}
-    if args.no_sweep:
-        lrs = {name: preset_lr(args, name) for name in args.blocks}
-    else:
-        if args.phase != "final":
-            train_phase(args, "sweep", sweep_runs(args))
-        if args.phase == "sweep":
-            return None
-        sweep_records = [finished_record(args, run, reuse=True) for run in sweep_runs(args)]
-        if None in sweep_records:  # (only a --jobs child of the final phase can get here without the sweep)
-            raise RunFailed("the lr sweep's records are missing: run the sweep phase first")
-        lr_sweep = choose_lrs(args.blocks, args.seeds[0], sweep_records)
-        lrs = {name: row["chosen"] for name, row in lr_sweep.items()}
-    finals = final_runs(args, lrs)
-    if args.raptr and "pre_ln" in args.blocks:
-        finals += raptr_runs(args, lrs["pre_ln"])
-    records = train_phase(args, "final", finals)
-    if args.phase == "final":
+    if args.queue:
+        train_queue(args)
         return None
-    raptr_records = [r for r in records if r.get("raptr")]
-    records = [r for r in records if not r.get("raptr")]
+    task = task_of(args)
+    trainer = Trainer(args)
+    if args.no_sweep:
+        lrs = {name: round_lr(preset_lr(args, name)) for name in args.blocks}
+    else:
+        lrs = {name: row["chosen"] for name, row in lr_sweep(args, trainer).items()}
+    shared = lrs["pre_ln"]
+    best_runs = [run_at(args, name, seed, lrs[name]) for seed in args.seeds for name in args.blocks]
+    shared_runs = [run_at(args, name, seed, shared) for seed in args.seeds for name in args.blocks]
+    extra = raptr_runs(args, shared) if args.raptr else []
+    trainer.batch("seeds", best_runs + shared_runs + extra)
+    every = [record for run, record in trainer.done.items() if not run.raptr]
+    sweep = {} if args.no_sweep else analysis.sweep(args.blocks, args.seeds[0], every)
+    timing = None
+    if args.timing_rounds:
+        print(f"{PROG}: measuring every variant's step time ({args.timing_rounds} rounds)", file=sys.stderr)
+        timing = measure(args, {name: run_at(args, name, args.seeds[0], lrs[name]) for name in args.blocks})
+    settings = {}
+    for setting, runs in (("best_lr", best_runs), ("shared_lr", shared_runs)):
+        records = [trainer.done[run] for run in runs]
+        table = analysis.summarise(records, timing)
+        settings[setting] = {"table": table, "claims": analysis.claims(table, records, task, timing)}
+    best = [trainer.done[run] for run in best_runs]
+    raptr = [trainer.done[run] for run in extra]
+    result = {
+        "command": command,
+        "preset": args.preset,
+        "task": task,
+        "criterion": analysis.CRITERION,
+        "lrs": {"best_lr": lrs, "shared_lr": shared},
+        "lr_sweep": sweep,
+        "settings": settings,
+        "timing": timing,
+        "signal_propagation": analysis.signal_propagation(best),
+        "raptr": analysis.raptr_comparison(best, raptr) if raptr else {},
+        "runs": every,
+        "raptr_runs": raptr,
+    }
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table = summarise(records)
-    result = {"command": command, "lr_sweep": lr_sweep, "table": table, "claims": claims(table, records)}
-    result |= {
-        "signal_propagation": signal_propagation(records),
-        "raptr": raptr_comparison(records, raptr_records) if raptr_records else {},
-        "runs": records,
-        "raptr_runs": raptr_records,
-    }
     (out / "results.json").write_text(json.dumps(result, indent=1) + "\n")
     write_report(result, out)
     return result
@@ -72,4 +118,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 1
     print((Path(args.output_dir) / "results.md").read_text())
-    return 0 if all(math.isfinite(r["eval_loss@100%"][0]) for r in result["table"].values()) else 1
+    table = result["settings"]["best_lr"]["table"]
+    return 0 if all(math.isfinite(row["eval_loss@100%"][0]) for row in table.values()) else 1

@@ -61,6 +61,9 @@ def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
         "learning_rate": metrics["learning_rate"],
         "parameters": metrics["parameters"],
         "tokens_per_second": metrics["tokens_per_second"],
+        "tokens_seen": metrics["tokens_seen"],
+        # passes over the training set (the Trainer's epoch count at the last log): the paper's runs take one
+        "epochs": max((e.get("epoch", 0.0) for e in result.log_history), default=0.0),
         "train_time_s": metrics["train_time_s"],
         "seconds_per_step": metrics["train_time_s"] / max(result.steps, 1),
         "eval_loss": {str(s): evals[s] for s in sorted(evals)},

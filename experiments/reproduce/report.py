@@ -108,6 +108,16 @@ def _timing_lines(result: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _epochs_sentence(records: list[dict[str, Any]]) -> str:
+    epochs = [r["epochs"] for r in records if "epochs" in r]
+    if not epochs:
+        return ""
+    return (
+        f" Each run passes over its training data {min(epochs):.2f}–{max(epochs):.2f} times (the paper's runs: "
+        'once, "a single epoch regime with minimal generalisation gap", §4).'
+    )
+
+
 def _setting_lines(result: dict[str, Any], setting: str) -> list[str]:
     table = result["settings"][setting]["table"]
     loss = "eval loss" if result["task"] == "causal-lm" else "MLM eval loss"
@@ -117,7 +127,8 @@ def _setting_lines(result: dict[str, Any], setting: str) -> list[str]:
         "",
         f"Seeds: {sorted({s for row in table.values() for s in row['seeds']})} (mean ± sample std over seeds; the "
         "final eval loss of each seed in brackets). Training loss at the end: the selection criterion. Gap: final "
-        "eval loss − training loss at the end (the generalisation gap), mean and per seed.",
+        "eval loss − training loss at the end (the generalisation gap), mean and per seed."
+        + _epochs_sentence(setting_records(result, setting)),
         "",
         "| variant | lr | parameters | " + " | ".join(cols) + " | training loss at the end | gap (per seed) |",
         "|---|---|---|" + "---|" * len(cols) + "---|---|",

@@ -1,6 +1,6 @@
 """The performance targets counted over committed `make bench` runs: one row per target, each run's figure (the
-median of its per-round ratios, with their range) and the pooled figure, the median of every round's ratio of
-every run, beside the bound the target is a fraction of. The README's and docs/speed.md's Speed tables are its
+median of its per-round ratios, with their range; ✓ where it alone meets the target) and the pooled figure, the
+median of every round's ratio of every run, beside the bound the target is a fraction of. The README's and docs/speed.md's Speed tables are its
 output.
 
     python -m benchmarks.targets docs/benchmark/run13.json docs/benchmark/run14.json docs/benchmark/run15.json
@@ -59,8 +59,8 @@ def _section(section: str, key: str, model: str, base: str) -> Callable[[dict], 
 
 
 def peak_gflops(run: dict) -> float | None:
-    mfu = run.get("mfu", {})
-    return next((row["peak_gflops"] for row in mfu.values()), None)
+    """The run's measured GEMM peak (`mfu`), None where it has none (older runs measured it differently)."""
+    return next((row["peak_gflops"] for row in run.get("mfu", {}).values() if "peak_gflops" in row), None)
 
 
 def _slow_host(run: dict) -> str | None:
@@ -170,7 +170,7 @@ def evaluate(target: Target, runs: dict[str, dict]) -> dict:
 def _cell(cell: dict | None) -> str:
     if cell is None:
         return "-"
-    text = f"{cell['ratio']:.3f} ({cell['low']:.3f}-{cell['high']:.3f})"
+    text = f"{cell['ratio']:.3f} ({cell['low']:.3f}-{cell['high']:.3f}){' ✓' if cell['met'] else ''}"
     if cell.get("weight_bound"):
         text += f", bytes bound {cell['weight_bound']:.3f}"
     if cell.get("excluded"):

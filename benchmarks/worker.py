@@ -115,7 +115,7 @@ def train_config(shape: Shape, device: torch.device, config: dict, task: str, ml
     a masked LM whose labels are a fixed `mlm_probability` of the positions (the rest -100) and whose inputs hold
     the mask id there (the experiments' step time at their own shape)."""
     torch.manual_seed(0)
-    config = SimplifiedConfig(**config)
+    config = SimplifiedConfig.from_dict(config)
     model = (SimplifiedForMaskedLM if task == "masked-lm" else SimplifiedForCausalLM)(config).to(device).train()
     batch = ids(replace(shape, vocab=config.vocab_size), vocab_low=1, device=device)
     labels = None

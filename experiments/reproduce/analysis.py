@@ -32,10 +32,13 @@ def final_eval_loss(record: dict[str, Any]) -> float:
 
 
 def end_train_loss(record: dict[str, Any]) -> float:
-    """The run's training loss at the end (`END_FRACTION`); a non-finite loss (a diverged run) is +inf."""
+    """The run's training loss at the end (`END_FRACTION`); a diverged run (a non-finite logged loss at the end or
+    a non-finite final eval loss) is +inf."""
     losses = [loss for step, loss in record["train_loss"] if step > (1 - END_FRACTION) * record["steps"]]
     losses = losses or [loss for _, loss in record["train_loss"][-1:]]
-    return _finite(statistics.fmean(losses)) if losses else math.inf
+    if not losses or not math.isfinite(final_eval_loss(record)):
+        return math.inf
+    return _finite(statistics.fmean(losses))
 
 
 def generalisation_gap(record: dict[str, Any]) -> float:
@@ -44,26 +47,31 @@ def generalisation_gap(record: dict[str, Any]) -> float:
 
 
 # -- the lr sweep --------------------------------------------------------------------------------------------------
-def sweep(blocks: list[str], seed: int, records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per variant: every lr tried with every seed's training loss at the end and final eval loss; the lr with the
-    lowest training loss at the end in `seed` (a diverged run is the worst; ties: the smaller lr); `bracketed` when a
-    smaller and a larger lr were tried (both then no better, by the choice)."""
+def sweep(
+    blocks: list[str], seed: int, records: list[dict[str, Any]], swept: dict[str, list[float]] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per variant: every lr it ran at, with every seed's training loss at the end and final eval loss, and whether
+    the sweep tried it (`swept`, default: every lr); among the swept lrs, the one with the lowest training loss at
+    the end in `seed` (a diverged run is the worst; ties: the smaller lr); `bracketed` when a smaller and a larger
+    lr were swept (both then no better, by the choice)."""
     out = {}
     for name in blocks:
         runs = [r for r in records if r["block"] == name and not r.get("raptr")]
+        tried = set(swept[name]) if swept else {r["learning_rate"] for r in runs}
         points = []
         for lr in sorted({r["learning_rate"] for r in runs}):
             at = sorted((r for r in runs if r["learning_rate"] == lr), key=lambda r: r["seed"])
             points.append(
                 {
                     "lr": lr,
+                    "swept": lr in tried,
                     "train_loss_end": {str(r["seed"]): end_train_loss(r) for r in at},
                     "eval_loss": {str(r["seed"]): final_eval_loss(r) for r in at},
                 }
             )
-        chosen_from = [p for p in points if str(seed) in p["train_loss_end"]]
-        chosen = min(chosen_from, key=lambda p: (p["train_loss_end"][str(seed)], p["lr"]))["lr"]
-        lrs = [p["lr"] for p in chosen_from]
+        candidates = [p for p in points if p["swept"] and str(seed) in p["train_loss_end"]]
+        chosen = min(candidates, key=lambda p: (p["train_loss_end"][str(seed)], p["lr"]))["lr"]
+        lrs = [p["lr"] for p in candidates]
         out[name] = {
             "criterion_seed": seed,
             "points": points,
@@ -73,20 +81,27 @@ def sweep(blocks: list[str], seed: int, records: list[dict[str, Any]]) -> dict[s
     return out
 
 
-def extend(lr_sweep: dict[str, dict[str, Any]], factor: float, max_lrs: int) -> dict[str, float]:
-    """Per variant whose best lr is not bracketed: the next lr to try (its best divided by `factor` when that is the
-    smallest lr tried, else multiplied), unless it has tried `max_lrs` already."""
+def extend(lr_sweep: dict[str, dict[str, Any]], factor: float, max_lrs: int) -> dict[str, list[float]]:
+    """Per variant whose best lr is not bracketed, the lrs to try next: its best divided by `factor` when that is
+    the smallest lr swept, multiplied when it is the largest (both, larger first, for a sweep of one lr), as long
+    as it has fewer than `max_lrs`."""
     out = {}
     for name, row in lr_sweep.items():
-        lrs = [p["lr"] for p in row["points"] if str(row["criterion_seed"]) in p["train_loss_end"]]
-        if row["bracketed"] or len(lrs) >= max_lrs:
+        lrs = [p["lr"] for p in row["points"] if p["swept"]]
+        room = max_lrs - len(lrs)
+        if row["bracketed"] or room <= 0:
             continue
-        out[name] = row["chosen"] / factor if row["chosen"] == min(lrs) else row["chosen"] * factor
+        best = row["chosen"]
+        more = ([best * factor] if best == max(lrs) else []) + ([best / factor] if best == min(lrs) else [])
+        out[name] = more[:room]
     return out
 
 
 # -- tables ----------------------------------------------------------------------------------------------------------
 def _mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample std; a diverged value (+inf) makes the mean +inf and the std 0."""
+    if not all(math.isfinite(v) for v in values):
+        return math.inf, 0.0
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
@@ -95,8 +110,12 @@ def eval_at_step(record: dict[str, Any], step: float) -> float:
     points = sorted((int(s), _finite(v)) for s, v in record["eval_loss"].items())
     step = min(step, points[-1][0])
     for (s0, v0), (s1, v1) in zip(points, points[1:]):
-        if s0 <= step <= s1:
-            return v0 + (v1 - v0) * (step - s0) / max(s1 - s0, 1e-12)
+        if step == s0:
+            return v0
+        if s0 < step <= s1:
+            if not (math.isfinite(v0) and math.isfinite(v1)):
+                return math.inf  # diverged in this interval
+            return v0 + (v1 - v0) * (step - s0) / (s1 - s0)
     return points[0][1]
 
 
@@ -277,59 +296,102 @@ def _at(records: list[dict[str, Any]], name: str, seed: int, step: float) -> flo
     return next(eval_at_step(r, step) for r in records if r["block"] == name and r["seed"] == seed)
 
 
+def overlap(x: list[float], y: list[float]) -> bool:
+    """Whether the ranges (min..max over seeds) of two lists of losses overlap."""
+    return max(min(x), min(y)) <= min(max(x), max(y))
+
+
+def speed_ratios(timing: dict[str, Any], a: str, b: str) -> list[float]:
+    """Per timed round, the speed of `a` over `b` (b's step time / a's): they ran in the same rounds."""
+    return [tb / ta for ta, tb in zip(timing["variants"][a]["times_s"], timing["variants"][b]["times_s"])]
+
+
+def steps_at_equal_time(steps_a: int, steps_b: int, speed: float) -> tuple[float, float]:
+    """The steps `a` and `b` have taken when the first of them ends, `a` being `speed` times as fast as `b`."""
+    time = min(steps_a, steps_b * speed)  # in a's step times
+    return time, time / speed
+
+
 def claims(
     table: dict[str, dict[str, Any]], records: list[dict[str, Any]], task: str, timing: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """The task's claims (`CLAIMS`), each checked on the seed means and on every seed alone: `held` (True/False)
-    when every seed agrees with the means; inconclusive (`held` None) when seeds disagree, or, for an ordering
-    claim, when the gap between the means is inside the seed spread (the larger of the two blocks' max − min loss
-    over seeds at the compared point). A claim at equal time needs the measured step times (`timing`); a claim
-    whose blocks were not both trained is "not run"."""
-    out: list[dict[str, Any]] = []
-    for c in CLAIMS[task]:
-        row = {"claim": c.claim, "source": c.source, "axis": c.axis}
-        missing = [n for n in (c.a, c.b) if n not in table]
-        if missing or (c.axis == "time" and not (timing and {c.a, c.b} <= set(timing["variants"]))):
-            why = f"needs {', '.join(missing)}" if missing else "needs the measured step times"
-            out.append({**row, "held": None, "verdict": "not run", "numbers": f"not run ({why})"})
-            continue
-        seeds = sorted(set(table[c.a]["seeds"]) & set(table[c.b]["seeds"]))
-        steps = {n: table[n]["steps"] for n in (c.a, c.b)}
-        if c.axis == "time":
-            step_s = {n: timing["variants"][n]["seconds_per_step"] for n in (c.a, c.b)}
-            seconds = min(steps[n] * step_s[n] for n in (c.a, c.b))
-            at_step = {n: seconds / step_s[n] for n in (c.a, c.b)}
-            where = f"at {seconds:.0f} s of measured step time ({c.a} step {at_step[c.a]:.0f}, {c.b} step {at_step[c.b]:.0f})"
-        else:
-            at_step = steps
-            where = f"at step {steps[c.a]}"
-        loss = {n: [_at(records, n, s, at_step[n]) for s in seeds] for n in (c.a, c.b)}
-        mean = {n: statistics.fmean(v) for n, v in loss.items()}
-        held = bool(c.test(mean[c.a], mean[c.b]))
-        per_seed = [bool(c.test(x, y)) for x, y in zip(loss[c.a], loss[c.b])]
-        noise = max(max(v) - min(v) for v in loss.values())
-        agree = all(v == held for v in per_seed) and not (c.ordering and abs(mean[c.a] - mean[c.b]) <= noise)
-        gaps = [100 * _gap(x, y) for x, y in zip(loss[c.a], loss[c.b])]
-        numbers = f"{where}: mean {mean[c.a]:.4f} vs {mean[c.b]:.4f} ({100 * _gap(mean[c.a], mean[c.b]):+.2f}%)"
-        if len(seeds) > 1:
-            numbers += "; per seed " + ", ".join(
-                f"{s}: {x:.4f} vs {y:.4f} ({g:+.2f}%, {'held' if v else 'not'})"
-                for s, x, y, g, v in zip(seeds, loss[c.a], loss[c.b], gaps, per_seed)
-            )
-            numbers += f"; gap range {min(gaps):+.2f}% to {max(gaps):+.2f}%; seed spread {noise:.4f}"
-        verdict = ("held" if held else "did NOT hold") if agree else "inconclusive"
-        out.append(
-            {
-                **row,
-                "held": held if agree else None,
-                "verdict": verdict,
-                "numbers": numbers,
-                "seeds": seeds,
-                "loss": loss,
-                "at_step": at_step,
-            }
+    """The task's claims (`CLAIMS`), each checked on the seed means and on every seed alone: `held` True/False when
+    every seed agrees with the means, else `inconclusive` (`held` None); an ordering claim is also inconclusive
+    when the two blocks' per-seed ranges overlap; one seed is always inconclusive. At equal time, the compared
+    point is where the faster of the two ends, by the median of the per-round speed ratios of the measured step
+    times (`timing`); a verdict that the lowest or highest per-round ratio would flip is inconclusive too. A claim
+    whose blocks were not both trained, or at equal time without `timing`, is "not run"."""
+    return [check_claim(c, table, records, timing) for c in CLAIMS[task]]
+
+
+def check_claim(
+    c: Claim, table: dict[str, dict[str, Any]], records: list[dict[str, Any]], timing: dict[str, Any] | None
+) -> dict[str, Any]:
+    """One claim's verdict and numbers (`claims`)."""
+    row: dict[str, Any] = {"claim": c.claim, "source": c.source, "axis": c.axis}
+    missing = [n for n in (c.a, c.b) if n not in table]
+    if missing or (c.axis == "time" and not (timing and {c.a, c.b} <= set(timing["variants"]))):
+        why = f"needs {', '.join(missing)}" if missing else "needs the measured step times"
+        return {**row, "held": None, "verdict": "not run", "numbers": f"not run ({why})"}
+    seeds = sorted(set(table[c.a]["seeds"]) & set(table[c.b]["seeds"]))
+
+    def losses(step_a: float, step_b: float) -> dict[str, list[float]]:
+        return {c.a: [_at(records, c.a, s, step_a) for s in seeds], c.b: [_at(records, c.b, s, step_b) for s in seeds]}
+
+    def mean_test(loss: dict[str, list[float]]) -> bool:
+        return bool(c.test(statistics.fmean(loss[c.a]), statistics.fmean(loss[c.b])))
+
+    flips = False
+    if c.axis == "time":
+        ratios = speed_ratios(timing, c.a, c.b)
+        speed = statistics.median(ratios)
+        at_a, at_b = steps_at_equal_time(table[c.a]["steps"], table[c.b]["steps"], speed)
+        seconds = at_a * timing["variants"][c.a]["seconds_per_step"]
+        where = (
+            f"when the faster ends, about {seconds:.0f} s of measured step time ({c.a} at step {at_a:.0f}, "
+            f"{c.b} at step {at_b:.0f}; speed {c.a}/{c.b} {speed:.3f}, per round {min(ratios):.3f}-{max(ratios):.3f})"
         )
-    return out
+        loss = losses(at_a, at_b)
+        flips = any(
+            mean_test(losses(*steps_at_equal_time(table[c.a]["steps"], table[c.b]["steps"], r))) != mean_test(loss)
+            for r in (min(ratios), max(ratios))
+        )
+    else:
+        at_a, at_b = table[c.a]["steps"], table[c.b]["steps"]
+        loss = losses(at_a, at_b)
+        where = f"at step {at_a}"
+    mean = {n: statistics.fmean(v) for n, v in loss.items()}
+    held = mean_test(loss)
+    per_seed = [bool(c.test(x, y)) for x, y in zip(loss[c.a], loss[c.b])]
+    ranges_overlap = overlap(loss[c.a], loss[c.b])
+    gaps = [100 * _gap(x, y) for x, y in zip(loss[c.a], loss[c.b])]
+    numbers = f"{where}: mean {mean[c.a]:.4f} vs {mean[c.b]:.4f} ({100 * _gap(mean[c.a], mean[c.b]):+.2f}%)"
+    numbers += "; per seed " + ", ".join(
+        f"{s}: {x:.4f} vs {y:.4f} ({g:+.2f}%, {'held' if v else 'not'})"
+        for s, x, y, g, v in zip(seeds, loss[c.a], loss[c.b], gaps, per_seed)
+    )
+    numbers += f"; gap range {min(gaps):+.2f}% to {max(gaps):+.2f}%"
+    if c.ordering:
+        numbers += f"; seed ranges {'overlap' if ranges_overlap else 'apart'}"
+    why = None
+    if len(seeds) < 2:
+        why = "1 seed"
+    elif any(v != held for v in per_seed):
+        why = "seeds disagree"
+    elif c.ordering and ranges_overlap:
+        why = "seed ranges overlap"
+    elif flips:
+        why = "the step-time range flips it"
+    verdict = f"inconclusive ({why})" if why else ("held" if held else "did NOT hold")
+    return {
+        **row,
+        "held": None if why else held,
+        "verdict": verdict,
+        "numbers": numbers,
+        "seeds": seeds,
+        "loss": loss,
+        "at_step": {c.a: at_a, c.b: at_b},
+    }
 
 
 # -- RaPTr -----------------------------------------------------------------------------------------------------------
@@ -337,12 +399,13 @@ def claims(
 RAPTR_PAPER = {
     "equal_steps": 'Table 1 (BERT-Base, 675K steps, equal peak learning rate): "RaPTr achieves similar loss as '
     "baseline at 1.33× reduced FLOPs\". Not as in the paper: our full model keeps its preset's linear decay, while "
-    "the paper uses RaPTr's schedule for every method (App. D.2)",
+    'RaPTr\'s App. D.4 ("Equal step Pretraining") keeps the lr "constant in all phases, followed by a linear learning '
+    'rate decay to 0 in the final full model training phase"',
     "equal_flops": 'Table 7 (BERT-Base and BERT-Large, peak lr tuned per method): "RaPTr achieves better loss '
     'compared to baseline at all FLOP measures" (for BERT-Base). Not as in the paper: our full model keeps its '
-    "preset's linear decay and RaPTr shares the full model's lr",
-    "same_schedule": 'Table 1 with App. D.2\'s "we use the same learning rate schedule as RaPTr across all methods": '
-    "the full model trained with RaPTr's stagewise lr schedule, at equal steps",
+    "preset's linear decay and RaPTr shares the full model's lr, where App. D.4 tunes the peak lr per method",
+    "same_schedule": "Table 1's setting with one lr schedule for both, as App. D.4 describes for equal-step "
+    "pretraining: the full model trained with RaPTr's stagewise schedule, at equal steps",
 }
 #: per comparison: the RaPTr runs' setting and the full-model runs it is compared with (None: the final pre_ln runs)
 RAPTR_COMPARISONS = {
@@ -354,8 +417,8 @@ RAPTR_COMPARISONS = {
 
 def raptr_comparison(full: list[dict[str, Any]], raptr: list[dict[str, Any]]) -> dict[str, Any]:
     """Per comparison: the full model's and RaPTr's final eval loss per seed, RaPTr − full per seed (mean, range),
-    the realised relative layer FLOPs and a verdict: `inconclusive` when the per-seed differences do not share a
-    sign or their mean is inside the seed spread (the larger max − min of either's final losses)."""
+    the realised relative layer FLOPs and a verdict: `inconclusive` with one seed, when the per-seed differences do
+    not share a sign, or when the two runs' per-seed ranges overlap."""
     out: dict[str, Any] = {}
     for comparison, (setting, baseline_setting) in RAPTR_COMPARISONS.items():
         runs = {r["seed"]: r for r in raptr if r["raptr"]["setting"] == setting}
@@ -369,19 +432,26 @@ def raptr_comparison(full: list[dict[str, Any]], raptr: list[dict[str, Any]]) ->
         diff = [final_eval_loss(runs[s]) - final_eval_loss(baseline[s]) for s in seeds]
         signs = {d > 0 for d in diff}
         losses = {kind: [final_eval_loss(r[s]) for s in seeds] for kind, r in (("full", baseline), ("raptr", runs))}
-        noise = max(max(v) - min(v) for v in losses.values())
+        why = (
+            "1 seed"
+            if len(seeds) < 2
+            else "seeds disagree"
+            if len(signs) > 1
+            else "seed ranges overlap"
+            if overlap(losses["full"], losses["raptr"])
+            else None
+        )
         out[comparison] = {
             "paper": RAPTR_PAPER[comparison],
             "seeds": seeds,
             "steps": {"full": baseline[seeds[0]]["steps"], "raptr": runs[seeds[0]]["steps"]},
             "full_loss": losses["full"],
             "raptr_loss": losses["raptr"],
-            "seed_spread": noise,
             "raptr_minus_full": diff,
             "raptr_minus_full_mean": statistics.fmean(diff),
             "realised_relative_flops": [runs[s]["raptr"].get("realised_relative_flops") for s in seeds],
-            "verdict": "inconclusive"
-            if len(signs) > 1 or abs(statistics.fmean(diff)) <= noise
+            "verdict": f"inconclusive ({why})"
+            if why
             else ("RaPTr behind the full model" if signs == {True} else "RaPTr ahead of the full model"),
         }
     return out

@@ -77,7 +77,9 @@ def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
         "raptr": None if run.raptr is None else {"setting": run.setting, "spec": run.raptr, **metrics["raptr"]},
         "torch_threads": torch.get_num_threads(),
     }
-    (run.run_dir / RECORD).write_text(json.dumps({"plan": plan_key(plan), "record": record}, indent=1) + "\n")
+    partial = run.run_dir / (RECORD + ".partial")  # renamed when complete: a record is whole or absent
+    partial.write_text(json.dumps({"plan": plan_key(plan), "record": record}, indent=1) + "\n")
+    partial.replace(run.run_dir / RECORD)
     return record
 
 
@@ -128,7 +130,7 @@ def train_queue(args: argparse.Namespace) -> None:
 def train_runs(args: argparse.Namespace, label: str, runs: list[Run]) -> list[dict[str, Any]]:
     """The records of `runs`: reused where finished, trained (in `--jobs` children, or here) where not."""
     unfinished = [run for run in runs if finished_record(args, run) is None]
-    in_children = args.jobs > 1 and len(unfinished) > 1
+    in_children = args.jobs > 1 and bool(unfinished)  # even one run: every run then has the same torch threads
     if in_children:
         train_in_children(args, label, unfinished)
     records = []

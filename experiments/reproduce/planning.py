@@ -46,6 +46,8 @@ DEFAULT_VARIANTS = {
 #: the maximum learning rates every sweep starts from (a logarithmic grid, §4: "tuned on training loss, using a
 #: logarithmic grid"); a sweep grows by `--lr-factor` past whichever end holds its best lr
 LR_GRID = (1e-3, 2e-3, 4e-3)
+#: the fields each run's plan sets (its lr, seed and length): `--set` may not override them
+OWNED_FIELDS = ("training.learning_rate", "training.seed", "training.max_steps")
 #: evaluations: every 5% of the steps (the loss-vs-time curves interpolate between them)
 EVALUATIONS = 20
 
@@ -174,6 +176,11 @@ def check(args: argparse.Namespace) -> None:
     steps = final_steps(args)
     if steps < EVALUATIONS or steps % EVALUATIONS:
         raise UsageError(f"--steps must be a positive multiple of {EVALUATIONS} (an evaluation every 5%), got {steps}.")
+    owned = [a for a in args.overrides if a.split("=", 1)[0].strip() in OWNED_FIELDS]
+    if owned:
+        raise UsageError(
+            f"--set {owned[0]}: the reproduction sets {', '.join(OWNED_FIELDS)} itself (--lr-grid, --seeds, --steps)."
+        )
     if len(set(args.seeds)) != len(args.seeds):
         raise UsageError(f"--seeds must be distinct, got {args.seeds}.")
     if not all(math.isfinite(lr) and lr > 0 for lr in args.lr_grid) or len(set(args.lr_grid)) != len(args.lr_grid):
@@ -199,7 +206,7 @@ def preset_lr(args: argparse.Namespace, name: str) -> float:
 
 
 def final_steps(args: argparse.Namespace) -> int:
-    return args.steps or load_preset(f"{args.preset}-pre_ln").training.max_steps
+    return args.steps if args.steps is not None else load_preset(f"{args.preset}-pre_ln").training.max_steps
 
 
 def round_lr(lr: float) -> float:
@@ -244,10 +251,12 @@ def train_plan(args: argparse.Namespace, run: Run) -> TrainPlan:
 
 
 def plan_key(plan: TrainPlan) -> dict[str, Any]:
-    """What makes two plans train the same run (as JSON): the preset's every setting and the RaPTr options."""
+    """What makes two plans train the same run (as JSON): the preset's every setting (not its free-text paper
+    note) and the RaPTr options."""
+    settings = {k: v for k, v in plan.preset.to_dict().items() if k != "paper"}
     key = {
         "preset": plan.preset.name,
-        **plan.preset.to_dict(),
+        **settings,
         "explicit_dataset": plan.explicit_dataset,
         "raptr": dataclasses.asdict(plan.raptr) if plan.raptr else None,
     }

@@ -21,9 +21,14 @@ from .analysis import FRACTIONS, GAIN_KEYS
 #: the two comparisons of every table and claim: each variant at its own best lr, and every variant at Pre-LN's
 SETTINGS = ("best_lr", "shared_lr")
 SETTING_TITLES = {
-    "best_lr": lambda result: "each variant at its best lr (its sweep's choice)",
+    "best_lr": lambda result: (
+        "each variant at its preset's lr (no sweep)"
+        if result["lrs"].get("from") == "preset"
+        else "each variant at its best lr (its sweep's choice)"
+    ),
     "shared_lr": lambda result: (
-        f"every variant at Pre-LN's best lr, {result['lrs']['shared_lr']:g} (App. D.1's setting)"
+        f"every variant at Pre-LN's lr, {result['lrs']['shared_lr']:g} (App. D.1 found the best lr of SAS and SAS-P "
+        "equal to Pre-LN's)"
     ),
 }
 
@@ -54,31 +59,34 @@ def _sweep_lines(result: dict[str, Any]) -> list[str]:
     lines = [
         f"## Learning-rate sweep (selection: {result['criterion']})",
         "",
-        f"Training loss at the end, seed {seed}, per maximum lr (**bold**: the chosen lr; `-`: not tried). A sweep "
-        "grows past whichever end holds its best lr until a smaller and a larger lr are both no better (bracketed).",
+        f"Training loss at the end, seed {seed}, per maximum lr (**bold**: the chosen lr; `-`: not tried; in "
+        "parentheses: a run at Pre-LN's lr outside the variant's sweep, not a candidate). A sweep grows past "
+        "whichever end holds its best lr until a smaller and a larger lr are both no better (bracketed).",
         "",
         "| variant | " + " | ".join(f"lr {lr:g}" for lr in grid) + " | chosen | bracketed |",
         "|---|" + "---|" * (len(grid) + 2),
     ]
     for name, row in sweep.items():
-        points = {p["lr"]: p["train_loss_end"].get(str(seed)) for p in row["points"]}
+        points = {p["lr"]: p for p in row["points"]}
         cells = []
         for lr in grid:
-            value = points.get(lr)
+            value = points[lr]["train_loss_end"].get(str(seed)) if lr in points else None
             cell = "-" if value is None else ("diverged" if not math.isfinite(value) else f"{value:.4f}")
+            if value is not None and not points[lr]["swept"]:
+                cell = f"({cell})"
             cells.append(f"**{cell}**" if lr == row["chosen"] else cell)
         lines.append(
             f"| {name} | " + " | ".join(cells) + f" | {row['chosen']:g} | {'yes' if row['bracketed'] else 'NO'} |"
         )
     multi = [
-        f"{name} at {p['lr']:g}: train {_seeds(list(p['train_loss_end'].values()))}, eval "
-        f"{_seeds(list(p['eval_loss'].values()))}"
+        f"{name} at {p['lr']:g}: "
+        + ", ".join(f"seed {k} {v:.4f} / {p['eval_loss'][k]:.4f}" for k, v in p["train_loss_end"].items())
         for name, row in sweep.items()
         for p in row["points"]
         if len(p["train_loss_end"]) > 1
     ]
     if multi:
-        lines += ["", "Points with several seeds (training loss at the end; final eval loss), by seed:", ""]
+        lines += ["", "Points with several seeds (training loss at the end / final eval loss):", ""]
         lines += [f"- {line}" for line in multi]
     return lines + [""]
 

@@ -36,20 +36,21 @@ class Trainer:
         return [self.done[run] for run in runs]
 
 
-def lr_sweep(args: argparse.Namespace, trainer: Trainer) -> dict[str, dict[str, Any]]:
-    """Every variant at every lr of `--lr-grid` (first seed); then, round by round, one more lr past the end that
-    holds a variant's best, until every best is bracketed or has `--max-lrs` lrs."""
+def lr_sweep(args: argparse.Namespace, trainer: Trainer) -> dict[str, list[float]]:
+    """Every variant at every lr of `--lr-grid` (first seed); then, round by round, the next lrs past the end that
+    holds a variant's best (`analysis.extend`), until every best is bracketed or has `--max-lrs` lrs. Returns the
+    lrs swept per variant."""
     first = args.seeds[0]
     grid = {name: [round_lr(lr) for lr in args.lr_grid] for name in args.blocks}
     for round_ in itertools.count(1):
         runs = [run_at(args, name, first, lr) for name in args.blocks for lr in grid[name]]
         records = trainer.batch(f"sweep{round_}", runs)
-        result = analysis.sweep(args.blocks, first, records)
-        more = analysis.extend(result, args.lr_factor, args.max_lrs)
-        if not more:
-            return result
-        for name, lr in more.items():
-            grid[name].append(round_lr(lr))
+        more = analysis.extend(analysis.sweep(args.blocks, first, records, grid), args.lr_factor, args.max_lrs)
+        new = {name: [lr for lr in map(round_lr, lrs) if lr not in grid[name]] for name, lrs in more.items()}
+        if not any(new.values()):  # bracketed, at --max-lrs, or nothing new to try
+            return grid
+        for name, lrs in new.items():
+            grid[name] += lrs
 
 
 def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
@@ -60,17 +61,28 @@ def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
         return None
     task = task_of(args)
     trainer = Trainer(args)
+    swept = None
     if args.no_sweep:
         lrs = {name: round_lr(preset_lr(args, name)) for name in args.blocks}
     else:
-        lrs = {name: row["chosen"] for name, row in lr_sweep(args, trainer).items()}
+        swept = lr_sweep(args, trainer)
+        lrs = {
+            name: row["chosen"]
+            for name, row in analysis.sweep(
+                args.blocks,
+                args.seeds[0],
+                [trainer.done[run_at(args, name, args.seeds[0], lr)] for name in args.blocks for lr in swept[name]],
+                swept,
+            ).items()
+        }
     shared = lrs["pre_ln"]
     best_runs = [run_at(args, name, seed, lrs[name]) for seed in args.seeds for name in args.blocks]
     shared_runs = [run_at(args, name, seed, shared) for seed in args.seeds for name in args.blocks]
     extra = raptr_runs(args, shared) if args.raptr else []
     trainer.batch("seeds", best_runs + shared_runs + extra)
     every = [record for run, record in trainer.done.items() if not run.raptr]
-    sweep = {} if args.no_sweep else analysis.sweep(args.blocks, args.seeds[0], every)
+    # every run of every variant, its seeds too; the choice among the swept lrs is the same as above
+    sweep = {} if swept is None else analysis.sweep(args.blocks, args.seeds[0], every, swept)
     timing = None
     if args.timing_rounds:
         print(f"{PROG}: measuring every variant's step time ({args.timing_rounds} rounds)", file=sys.stderr)
@@ -87,7 +99,7 @@ def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
         "preset": args.preset,
         "task": task,
         "criterion": analysis.CRITERION,
-        "lrs": {"best_lr": lrs, "shared_lr": shared},
+        "lrs": {"best_lr": lrs, "shared_lr": shared, "from": "preset" if args.no_sweep else "sweep"},
         "lr_sweep": sweep,
         "settings": settings,
         "timing": timing,
@@ -119,4 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print((Path(args.output_dir) / "results.md").read_text())
     table = result["settings"]["best_lr"]["table"]
-    return 0 if all(math.isfinite(row["eval_loss@100%"][0]) for row in table.values()) else 1
+    diverged = [name for name, row in table.items() if not math.isfinite(row["eval_loss@100%"][0])]
+    if diverged:  # reported in the table; the results are still written and the command goes on
+        print(f"{PROG}: note: diverged at their chosen lr: {', '.join(diverged)}", file=sys.stderr)
+    return 0

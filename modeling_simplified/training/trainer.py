@@ -41,6 +41,7 @@ def training_arguments(recipe: TrainingRecipe, output_dir: str, **overrides: Any
         logging_strategy="steps",
         logging_steps=recipe.logging_steps,
         logging_first_step=True,
+        logging_nan_inf_filter=False,  # a diverged step logs NaN, not the earlier steps' mean: divergence shows
         save_strategy="steps",
         save_steps=recipe.save_steps,
         save_total_limit=recipe.save_total_limit,

@@ -97,15 +97,16 @@ def child_argv(args: argparse.Namespace, queue: Path, shard: str) -> list[str]:
 
 
 def train_in_children(args: argparse.Namespace, label: str, runs: list[Run]) -> None:
-    """Train `runs` in `args.jobs` child processes (child i takes every N-th run from the i-th of a queue file),
-    torch threads split evenly."""
+    """Train `runs` in up to `args.jobs` child processes (child i takes every N-th run from the i-th of a queue
+    file), each with the torch threads divided by `--jobs`."""
     jobs = min(args.jobs, len(runs))
     root = family_dir(args)
     root.mkdir(parents=True, exist_ok=True)
     queue = root / f"queue-{label}.json"
     queue.write_text(json.dumps([run.to_json() for run in runs], indent=1) + "\n")
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, torch.get_num_threads() // jobs)), "PYTHONPATH": path}
+    threads = max(1, torch.get_num_threads() // args.jobs)  # by --jobs, not by this batch's size: every run alike
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": path}
     children = []
     for i in range(jobs):
         log = root / f"{label}-{i}.log"

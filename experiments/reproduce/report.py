@@ -246,7 +246,8 @@ def plot_losses(result: dict[str, Any], out: Path, per_time: bool) -> Path:
         finals = [v for v in finals if math.isfinite(v)] or finite
         ax.set_ylim(top=min(ax.get_ylim()[1], max(1.3 * min(finite) + 1.0, max(finals) + 0.5)))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.lines:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     path = out / ("loss_vs_time.png" if per_time else "loss_vs_step.png")
     fig.savefig(path, format="png")

@@ -66,15 +66,8 @@ def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
         lrs = {name: round_lr(preset_lr(args, name)) for name in args.blocks}
     else:
         swept = lr_sweep(args, trainer)
-        lrs = {
-            name: row["chosen"]
-            for name, row in analysis.sweep(
-                args.blocks,
-                args.seeds[0],
-                [trainer.done[run_at(args, name, args.seeds[0], lr)] for name in args.blocks for lr in swept[name]],
-                swept,
-            ).items()
-        }
+        chosen = analysis.sweep(args.blocks, args.seeds[0], list(trainer.done.values()), swept)
+        lrs = {name: row["chosen"] for name, row in chosen.items()}
     shared = lrs["pre_ln"]
     best_runs = [run_at(args, name, seed, lrs[name]) for seed in args.seeds for name in args.blocks]
     shared_runs = [run_at(args, name, seed, shared) for seed in args.seeds for name in args.blocks]

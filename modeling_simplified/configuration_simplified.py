@@ -1,9 +1,11 @@
 """Configuration of the simplified transformer family (He & Hofmann, *Simplifying Transformer Blocks*, ICLR 2024).
 
 `block_type` is a preset: it fills every structural field it implies with the paper's value (paper §4 and
-App. D; NormFormer §2 for `normformer`). "The authors' code" is the code of the paper's reproducibility statement,
-https://github.com/bobby-he/simplified_transformers. Fields passed explicitly win over the preset, and the expanded values are
-what `config.json` stores, with the release that wrote it (`simplified_transformers_version`).
+App. D; NormFormer §2 for `normformer`); where the paper is silent (`simplest`'s two LayerNorms, `normformer`'s
+embedding scale and init) it follows the authors' code, fairseq or GPT-3. "The authors' code" is the code of the
+paper's reproducibility statement, https://github.com/bobby-he/simplified_transformers. Fields passed explicitly
+win over the preset, and the expanded values are what `config.json` stores, with the release that wrote it
+(`simplified_transformers_version`).
 """
 
 import dataclasses
@@ -273,8 +275,8 @@ class SimplifiedConfig(PreTrainedConfig):
             `normformer` preset); they are then initialised with std hidden_size^-1/2 (fairseq): unit scale.
         attn_skip_gain (αSA), mlp_skip_gain (αFF; αcomb for parallel blocks): fixed skip gains, 0 removes the skip;
             `skip_gains_trainable` makes the non-zero ones trainable scalars.
-        beta_sa_init (βSA), beta_ff_init (βFF): residual branch gains; the paper uses βFF 0.1 at 18×768, 0.2 for
-            narrower models, 0.05 for crammed BERT; theory suggests O(1/sqrt(depth)).
+        beta_sa_init (βSA), beta_ff_init (βFF): residual branch gains; the paper uses βFF 0.1 at 18×768, 0.2 only for
+            the 18-layer models of Fig. 6 (MLP 2d), 0.05 for crammed BERT; theory suggests O(1/sqrt(depth)).
         block_gains_trainable: whether βSA and βFF are trained (fixed gains of 1 cost nothing).
         attention_type: `softmax` or `shaped` (eq. 5); shaped_{alpha,beta,gamma}_init are its gain inits,
             `shaped_gains_per_head` makes them head-wise, `shaped_gains_trainable` trains them,

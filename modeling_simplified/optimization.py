@@ -1,4 +1,5 @@
-"""AdamW parameter groups: weight decay on matrices only (paper App. D)."""
+"""AdamW parameter groups: weight decay on matrices only (paper App. D.1 exempts the scalar gains; we also exempt
+norms and biases)."""
 
 from torch import nn
 

@@ -12,7 +12,7 @@ Per layer i, by name (`DiagnosticsCallback.layers()`, `TrainResult.layers`; logg
 - `token_cosine_init`, `token_cosine_end`: signal propagation, the mean cosine similarity between the block
   output's token representations (every pair of distinct tokens of a sequence, averaged over the sequences of the
   first evaluation batch, at most 8), before the first step and after the last, in eval mode. Near 1 means rank
-  collapse: every token carries the same representation (Noci et al. 2022, the claim §4.1 of He & Hofmann cites).
+  collapse: every token carries the same representation (Dong et al. 2021, as He & Hofmann §4.1 cite it).
 """
 
 from __future__ import annotations

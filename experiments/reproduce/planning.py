@@ -14,6 +14,7 @@ from modeling_simplified import SimplifiedConfig
 from modeling_simplified.configuration_simplified import BLOCKS
 from modeling_simplified.training.api import RaptrOptions, TrainPlan
 from modeling_simplified.training.presets import (
+    Preset,
     UsageError,
     add_set_option,
     apply_override,
@@ -21,6 +22,11 @@ from modeling_simplified.training.presets import (
     load_preset,
 )
 from modeling_simplified.training.raptr import RaptrCallback, parse_sizes
+
+from .finetune import PRESET as FINETUNE_PRESET
+from .finetune import TASKS as FINETUNE_TASKS
+from .finetune import finetune_plan, prepare
+from .finetune import steps as finetune_steps
 
 PROG = "python -m experiments.reproduce"
 
@@ -46,8 +52,18 @@ DEFAULT_VARIANTS = {
 #: the maximum learning rates every sweep starts from (a logarithmic grid, §4: "tuned on training loss, using a
 #: logarithmic grid"); a sweep grows by `--lr-factor` past whichever end holds its best lr
 LR_GRID = (1e-3, 2e-3, 4e-3)
-#: the fields each run's plan sets (its lr, seed and length): `--set` may not override them
-OWNED_FIELDS = ("training.learning_rate", "training.seed", "training.max_steps")
+#: the fields each run's plan sets (its lr, seed, length and the cadence the curves are read at): `--set` may not
+#: override them
+OWNED_FIELDS = (
+    "training.learning_rate",
+    "training.seed",
+    "training.max_steps",
+    "training.num_train_epochs",
+    "training.eval_steps",
+    "training.logging_steps",
+    "training.save_steps",
+    "training.save_total_limit",
+)
 #: evaluations: every 5% of the steps (the loss-vs-time curves interpolate between them)
 EVALUATIONS = 20
 
@@ -109,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="causal families: also train pre_ln with RaPTr (e.g. recommended) at its chosen lr, every seed, at "
         "equal steps and at equal FLOPs, and the full model with RaPTr's lr schedule (the RaPTr paper's App. D.2)",
+    )
+    parser.add_argument(
+        "--finetune",
+        choices=[*FINETUNE_TASKS, "none"],
+        help="masked-LM families: fine-tune every variant's pretrained runs at its lr, every seed, on this labelled "
+        "task as the paper's Table 1 fine-tunes on GLUE (App. D.2's recipe; mr: Pang & Lee's sentence polarity, "
+        "fetched with pip), against pre_ln fine-tuned from scratch (default: mr; none skips it)",
     )
     parser.add_argument("--queue", help=argparse.SUPPRESS)  # a --jobs child: train the runs listed in this file
     parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/N": every N-th run of the queue from the i-th
@@ -179,7 +202,7 @@ def check(args: argparse.Namespace) -> None:
     owned = [a for a in args.overrides if a.split("=", 1)[0].strip() in OWNED_FIELDS]
     if owned:
         raise UsageError(
-            f"--set {owned[0]}: the reproduction sets {', '.join(OWNED_FIELDS)} itself (--lr-grid, --seeds, --steps)."
+            f"--set {owned[0]}: the reproduction sets {', '.join(OWNED_FIELDS)} itself (--lr-grid, --seeds, --steps; an evaluation every 5%)."
         )
     if len(set(args.seeds)) != len(args.seeds):
         raise UsageError(f"--seeds must be distinct, got {args.seeds}.")
@@ -191,6 +214,11 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-lrs must be at least the --lr-grid's {len(args.lr_grid)} lrs, got {args.max_lrs}.")
     if args.raptr and task != "causal-lm":
         raise UsageError(f"--raptr: the reproduction compares RaPTr on causal families, not {task} ({args.preset}).")
+    if args.finetune is None:
+        args.finetune = "mr" if task == "masked-lm" else "none"
+    if args.finetune != "none" and task != "masked-lm":
+        raise UsageError(f"--finetune: the reproduction fine-tunes masked-LM families, not {task} ({args.preset}).")
+    args.finetune = None if args.finetune == "none" else args.finetune
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}.")
     if args.timing_rounds < 0:
@@ -214,15 +242,10 @@ def round_lr(lr: float) -> float:
     return float(f"{lr:.6g}")
 
 
-def train_plan(args: argparse.Namespace, run: Run) -> TrainPlan:
-    """The plan of one run: its variant's preset at the run's seed, lr and steps (with the shape options and
-    overrides), evaluations every 5%, one checkpoint at the end, 60 training logs, the diagnostics, no export."""
-    variant = VARIANTS[run.name]
-    preset = load_preset(preset_name(args, run.name), check=False)
-    recipe = preset.training
-    recipe.seed, recipe.learning_rate = run.seed, run.lr
-    recipe.eval_steps, recipe.save_steps, recipe.save_total_limit = run.steps // EVALUATIONS, run.steps, 1
-    recipe.logging_steps = max(1, run.steps // 60)
+def variant_preset(args: argparse.Namespace, name: str) -> Preset:
+    """A variant's preset with the shape options, the variant's model fields and the `--set` overrides applied
+    (the overrides last: they may change anything)."""
+    preset = load_preset(preset_name(args, name), check=False)
     model = preset.model
     if args.hidden_size:
         model["intermediate_size"] = model["intermediate_size"] * args.hidden_size // model["hidden_size"]
@@ -233,10 +256,21 @@ def train_plan(args: argparse.Namespace, run: Run) -> TrainPlan:
         model["num_attention_heads"] = args.heads
     if args.seq_len:
         preset.data.seq_len = args.seq_len
-    model.update(variant.model)
+    model.update(VARIANTS[name].model)
     for assignment in args.overrides:
         apply_override(preset, assignment)
-    recipe.max_steps, recipe.num_train_epochs = run.steps, None  # the run's length, whatever the overrides say
+    return preset
+
+
+def train_plan(args: argparse.Namespace, run: Run) -> TrainPlan:
+    """The plan of one run: its variant's preset at the run's seed, lr and steps (with the shape options and
+    overrides), evaluations every 5%, one checkpoint at the end, 60 training logs, the diagnostics, no export."""
+    preset = variant_preset(args, run.name)
+    recipe = preset.training
+    recipe.seed, recipe.learning_rate = run.seed, run.lr
+    recipe.eval_steps, recipe.save_steps, recipe.save_total_limit = run.steps // EVALUATIONS, run.steps, 1
+    recipe.logging_steps = max(1, run.steps // 60)
+    recipe.max_steps, recipe.num_train_epochs = run.steps, None
     if args.dataset:
         preset.data.dataset = args.dataset
     return TrainPlan(
@@ -273,17 +307,26 @@ class Run:
     steps: int
     run_dir: Path
     raptr: str | None = None  # a RaPTr schedule (with the paper's stagewise lr schedule)
-    setting: str | None = None  # RaPTr: "equal_steps", "equal_flops" or "full_model_same_schedule"
+    # RaPTr: "equal_steps", "equal_flops" or "full_model_same_schedule"; fine-tuning: "pretrained" or "from_scratch"
+    setting: str | None = None
+    finetune: str | None = None  # a fine-tuning task (`finetune.TASKS`); `lr` is then the pretrained run's
+    pretrained: Path | None = None  # the pretrained run it fine-tunes (from scratch: whose tokenizer it uses)
 
     def plan(self, args: argparse.Namespace) -> TrainPlan:
-        return train_plan(args, self)
+        if self.finetune is None:
+            return train_plan(args, self)
+        model = variant_preset(args, self.name).model
+        data = finetune_data(args, self.finetune)
+        return finetune_plan(self.run_dir, self.seed, data, self.pretrained, self.setting == "from_scratch", model)
 
     def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "run_dir": str(self.run_dir)}
+        row = dataclasses.asdict(self)
+        return {**row, "run_dir": str(self.run_dir), "pretrained": self.pretrained and str(self.pretrained)}
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> Run:
-        return cls(**{**row, "run_dir": Path(row["run_dir"])})
+        pretrained = row.get("pretrained")
+        return cls(**{**row, "run_dir": Path(row["run_dir"]), "pretrained": pretrained and Path(pretrained)})
 
 
 def family_dir(args: argparse.Namespace) -> Path:
@@ -320,3 +363,29 @@ def raptr_runs(args: argparse.Namespace, lr: float) -> list[Run]:
         )
         for seed in args.seeds
     ]
+
+
+def finetune_data(args: argparse.Namespace, task: str) -> Path:
+    """The fine-tuning task's data set folder, prepared once per family (`finetune.prepare`)."""
+    return prepare(task, family_dir(args))
+
+
+def finetune_runs(args: argparse.Namespace, lrs: dict[str, float]) -> list[Run]:
+    """Every variant's pretrained run at its lr, every seed, fine-tuned on `--finetune` with the same seed; and, as
+    the control, pre_ln's architecture fine-tuned from a random initialisation (with its tokenizer)."""
+    data = finetune_data(args, args.finetune)
+    steps = finetune_steps(data, load_preset(FINETUNE_PRESET).training.per_device_train_batch_size)[1]
+    runs = []
+    for seed in args.seeds:
+        for name in args.blocks:
+            pretrained = run_at(args, name, seed, lrs[name])
+            where = pretrained.run_dir.with_name(f"{name}-finetune-{args.finetune}")
+            runs.append(
+                Run(name, seed, pretrained.lr, steps, where, None, "pretrained", args.finetune, pretrained.run_dir)
+            )
+        pretrained = run_at(args, "pre_ln", seed, lrs["pre_ln"])
+        where = family_dir(args) / "from_scratch" / f"seed{seed}" / f"pre_ln-finetune-{args.finetune}"
+        runs.append(
+            Run("pre_ln", seed, pretrained.lr, steps, where, None, "from_scratch", args.finetune, pretrained.run_dir)
+        )
+    return runs

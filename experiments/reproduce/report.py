@@ -202,6 +202,7 @@ def markdown(result: dict[str, Any]) -> str:
                 f"RaPTr steps; realised relative layer FLOPs {flops}): the paper, {row['paper']}. Measured, full → "
                 f"RaPTr: {pairs}; mean {row['raptr_minus_full_mean']:+.4f}: **{row['verdict']}**."
             )
+    lines += _finetune_lines(result.get("finetune") or {})
     lines += [
         "",
         "Plots: `lr_sweep.png`, `loss_vs_step.png`, `loss_vs_time.png` (both settings), `gains.png` (shaped-attention "
@@ -209,6 +210,40 @@ def markdown(result: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _finetune_lines(finetune: dict[str, Any]) -> list[str]:
+    if not finetune:
+        return []
+    lines = [
+        "",
+        f"## Fine-tuning on {finetune['task'].upper()} (a real labelled data set, not GLUE)",
+        "",
+        f"Data: {finetune['data']}. Recipe: {finetune['recipe']}. Every variant's pretrained runs at its best lr, "
+        "each seed fine-tuned with the same seed; `pre_ln_from_scratch` is the control: pre_ln's architecture and "
+        "tokenizer, no pre-training. Validation accuracy after the last epoch, mean ± sample std [per seed].",
+        "",
+        "| variant | accuracy % | final eval loss (per seed) |",
+        "|---|---|---|",
+    ]
+    for name, row in finetune["table"].items():
+        lines.append(
+            f"| {name} | {_fmt(row['accuracy'], 2)} [{_seeds(row['accuracy_per_seed'], 2)}] | "
+            f"{_seeds(row['eval_loss_per_seed'])} |"
+        )
+    majority = next(iter(finetune["table"].values()))["majority_baseline"]
+    lines += ["", f"Majority class: {majority:.2f}%."]
+    helped = finetune["pretraining_helped"]
+    if helped:
+        gains = ", ".join(f"seed {s}: {g:+.2f}" for s, g in zip(helped["seeds"], helped["pre_ln_minus_from_scratch"]))
+        lines.append(
+            f"Pre-training helped pre_ln on {'every seed' if helped['on_every_seed'] else 'not every seed'} "
+            f"(accuracy points over the control: {gains})."
+        )
+    lines += ["", "Claims:", ""]
+    for c in finetune["claims"]:
+        lines.append(f"- {c['claim']}: **{c['verdict']}** — {c['numbers']}. Paper: {c['source']}")
+    return lines
 
 
 def _figure(width: float = 7.0, height: float = 4.5):

@@ -15,9 +15,20 @@ from typing import Any
 
 from modeling_simplified.training.presets import UsageError
 
-from . import analysis
+from . import analysis, finetune
 from .jobs import RunFailed, train_queue, train_runs
-from .planning import PROG, Run, build_parser, check, preset_lr, raptr_runs, round_lr, run_at, task_of
+from .planning import (
+    PROG,
+    Run,
+    build_parser,
+    check,
+    finetune_runs,
+    preset_lr,
+    raptr_runs,
+    round_lr,
+    run_at,
+    task_of,
+)
 from .report import write_report
 from .timing import measure
 
@@ -73,7 +84,8 @@ def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
     shared_runs = [run_at(args, name, seed, shared) for seed in args.seeds for name in args.blocks]
     extra = raptr_runs(args, shared) if args.raptr else []
     trainer.batch("seeds", best_runs + shared_runs + extra)
-    every = [record for run, record in trainer.done.items() if not run.raptr]
+    tuned = trainer.batch("finetune", finetune_runs(args, lrs)) if args.finetune else []
+    every = [record for run, record in trainer.done.items() if not (run.raptr or run.finetune)]
     # every run of every variant, its seeds too; the choice among the swept lrs is the same as above
     sweep = {} if swept is None else analysis.sweep(args.blocks, args.seeds[0], every, swept)
     timing = None
@@ -100,6 +112,15 @@ def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
         "raptr": analysis.raptr_comparison(best, raptr) if raptr else {},
         "runs": every,
         "raptr_runs": raptr,
+        "finetune": {
+            "task": args.finetune,
+            "data": finetune.TASKS[args.finetune].description,
+            "recipe": finetune.RECIPE,
+            **analysis.finetune_comparison(tuned),
+        }
+        if tuned
+        else {},
+        "finetune_runs": tuned,
     }
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)

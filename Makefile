@@ -30,8 +30,8 @@ lint: setup
 # The paper's block comparisons in miniature (experiments/reproduce/): CodeParrot next-token prediction, then
 # crammed-BERT masked-LM pre-training, each with an lr sweep per block that grows until it brackets the best lr
 # (on training loss), two seeds at each block's lr and at Pre-LN's, the step time of every block measured alone;
-# RaPTr on the causal side. Results in docs/reproduction/<family>/; resumable (a finished run is reused). Hours on
-# 2 cores. Extra options for both via REPRODUCE_ARGS, e.g. REPRODUCE_ARGS="--seeds 0 1 2".
+# RaPTr on the causal side; the masked-LM runs fine-tuned on MR (sentence polarity, fetched with pip). Results in
+# docs/reproduction/<family>/; resumable (a finished run is reused). Hours on 2 cores. Extra options for both via REPRODUCE_ARGS, e.g. REPRODUCE_ARGS="--seeds 0 1 2".
 REPRODUCE_ARGS ?=
 reproduce: setup
 	$(BIN)/python -m experiments.reproduce --preset codeparrot-tiny --jobs 2 --raptr recommended $(REPRODUCE_ARGS)

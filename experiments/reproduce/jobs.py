@@ -17,7 +17,8 @@ import torch
 from modeling_simplified.training.api import train
 
 from .analysis import GAIN_KEYS
-from .planning import PROG, Run, family_dir, plan_key
+from .finetune import validation_size
+from .planning import PROG, Run, family_dir, finetune_data, plan_key
 
 RECORD = "record.json"
 #: the folder that holds the `experiments` package: a child process imports it from there
@@ -28,14 +29,24 @@ class RunFailed(Exception):
     """A child process (`--jobs`) failed; the message names its batch, share and log."""
 
 
+def run_key(args: argparse.Namespace, run: Run) -> dict[str, Any]:
+    """What a finished run must have been trained with to be reused: its plan, and for a fine-tuning run also the
+    plan its pretrained run was trained with (a retrained model is fine-tuned again)."""
+    key = plan_key(run.plan(args))
+    if run.pretrained is not None:
+        saved = run.pretrained / RECORD
+        key["pretrained_plan"] = json.loads(saved.read_text())["plan"] if saved.is_file() else None
+    return key
+
+
 def finished_record(args: argparse.Namespace, run: Run, reuse: bool | None = None) -> dict[str, Any] | None:
-    """The record a finished run left in its directory, if it was trained with the plan this command would use
-    (and reuse is allowed: by default unless `--retrain`)."""
+    """The record a finished run left in its directory, if it was trained as this command would train it
+    (`run_key`; and reuse is allowed: by default unless `--retrain`)."""
     path = run.run_dir / RECORD
     if not (not args.retrain if reuse is None else reuse) or not path.is_file():
         return None
     saved = json.loads(path.read_text())
-    return saved["record"] if saved.get("plan") == plan_key(run.plan(args)) else None
+    return saved["record"] if saved.get("plan") == run_key(args, run) else None
 
 
 def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
@@ -83,6 +94,7 @@ def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
             "pretrained": str(run.pretrained),
             "accuracy": metrics["eval_accuracy"],
             "majority_baseline": metrics["majority_baseline"],
+            "eval_examples": validation_size(finetune_data(args, run.finetune)),
             "accuracy_per_epoch": {
                 str(e["step"]): e["eval_accuracy"] for e in result.log_history if "eval_accuracy" in e
             },
@@ -90,7 +102,7 @@ def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
     }
     partial = run.run_dir / (RECORD + ".partial")  # renamed when complete: a record is whole or absent
-    partial.write_text(json.dumps({"plan": plan_key(plan), "record": record}, indent=1) + "\n")
+    partial.write_text(json.dumps({"plan": run_key(args, run), "record": record}, indent=1) + "\n")
     partial.replace(run.run_dir / RECORD)
     return record
 
@@ -136,7 +148,7 @@ def train_queue(args: argparse.Namespace) -> None:
     index, count = map(int, args.shard.split("/"))
     runs = [Run.from_json(row) for row in json.loads(Path(args.queue).read_text())]
     for run in runs[index::count]:
-        print(f"{PROG}: {run.name}, seed {run.seed}, lr {run.lr:g}, {run.steps} steps", file=sys.stderr, flush=True)
+        print(f"{PROG}: {run.describe()}", file=sys.stderr, flush=True)
         run_one(args, run)
 
 
@@ -150,8 +162,7 @@ def train_runs(args: argparse.Namespace, label: str, runs: list[Run]) -> list[di
     for run in runs:
         record = finished_record(args, run, reuse=True if in_children else None)  # the children's, retrained or not
         print(
-            f"{PROG}: {label} {run.name}, seed {run.seed}, lr {run.lr:g}, {run.steps} steps"
-            + (f" (reusing {run.run_dir / RECORD})" if record else ""),
+            f"{PROG}: {label} {run.describe()}" + (f" (reusing {run.run_dir / RECORD})" if record else ""),
             file=sys.stderr,
             flush=True,
         )

@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--raptr",
         metavar="SPEC",
         help="causal families: also train pre_ln with RaPTr (e.g. recommended) at its chosen lr, every seed, at "
-        "equal steps and at equal FLOPs, and the full model with RaPTr's lr schedule (the RaPTr paper's App. D.2)",
+        "equal steps and at equal FLOPs, and the full model with RaPTr's lr schedule (the RaPTr paper's App. D.4)",
     )
     parser.add_argument(
         "--finetune",
@@ -318,6 +318,12 @@ class Run:
         model = variant_preset(args, self.name).model
         data = finetune_data(args, self.finetune)
         return finetune_plan(self.run_dir, self.seed, data, self.pretrained, self.setting == "from_scratch", model)
+
+    def describe(self) -> str:
+        if self.finetune is None:
+            return f"{self.name}, seed {self.seed}, lr {self.lr:g}, {self.steps} steps"
+        start = "from scratch" if self.setting == "from_scratch" else f"pretrained at lr {self.lr:g}"
+        return f"{self.name} fine-tuned on {self.finetune} ({start}), seed {self.seed}, {self.steps} steps"
 
     def to_json(self) -> dict[str, Any]:
         row = dataclasses.asdict(self)

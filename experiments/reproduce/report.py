@@ -116,12 +116,16 @@ def _timing_lines(result: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _span(low: float, high: float) -> str:
+    return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}–{high:.2f}"
+
+
 def _epochs_sentence(records: list[dict[str, Any]]) -> str:
     epochs = [r["epochs"] for r in records if "epochs" in r]
     if not epochs:
         return ""
     return (
-        f" Each run passes over its training data {min(epochs):.2f}–{max(epochs):.2f} times (the paper's runs: "
+        f" Each run passes over its training data {_span(min(epochs), max(epochs))} times (the paper's runs: "
         'once, "a single epoch regime with minimal generalisation gap", §4).'
     )
 
@@ -215,13 +219,15 @@ def markdown(result: dict[str, Any]) -> str:
 def _finetune_lines(finetune: dict[str, Any]) -> list[str]:
     if not finetune:
         return []
+    examples = next(iter(finetune["table"].values()))["eval_examples"]
     lines = [
         "",
         f"## Fine-tuning on {finetune['task'].upper()} (a real labelled data set, not GLUE)",
         "",
         f"Data: {finetune['data']}. Recipe: {finetune['recipe']}. Every variant's pretrained runs at its best lr, "
         "each seed fine-tuned with the same seed; `pre_ln_from_scratch` is the control: pre_ln's architecture and "
-        "tokenizer, no pre-training. Validation accuracy after the last epoch, mean ± sample std [per seed].",
+        f"tokenizer, no pre-training, the same recipe. Validation accuracy ({examples} sentences) after the last "
+        "epoch, mean ± sample std [per seed].",
         "",
         "| variant | accuracy % | final eval loss (per seed) |",
         "|---|---|---|",
@@ -235,12 +241,20 @@ def _finetune_lines(finetune: dict[str, Any]) -> list[str]:
     lines += ["", f"Majority class: {majority:.2f}%."]
     helped = finetune["pretraining_helped"]
     if helped:
-        gains = ", ".join(f"seed {s}: {g:+.2f}" for s, g in zip(helped["seeds"], helped["pre_ln_minus_from_scratch"]))
-        lines.append(
-            f"Pre-training helped pre_ln on {'every seed' if helped['on_every_seed'] else 'not every seed'} "
-            f"(accuracy points over the control: {gains})."
+        gains = ", ".join(
+            f"seed {s}: {g:+.2f} ± {analysis.Z * e:.2f}"
+            for s, g, e in zip(helped["seeds"], helped["pre_ln_minus_from_scratch"], helped["standard_error"])
         )
-    lines += ["", "Claims:", ""]
+        lines.append(
+            f"Pre-training {'beat' if helped['on_every_seed'] else 'did not beat'} the control significantly on "
+            f"every seed (pre_ln − control, accuracy points ± {analysis.Z:g} standard errors: {gains})."
+        )
+    lines += [
+        "",
+        f"Claims (a difference is significant beyond ± {analysis.Z:g} standard errors of two accuracies on "
+        f"{examples} sentences, taken as independent: conservative, as both models see the same sentences):",
+        "",
+    ]
     for c in finetune["claims"]:
         lines.append(f"- {c['claim']}: **{c['verdict']}** — {c['numbers']}. Paper: {c['source']}")
     return lines

@@ -22,6 +22,7 @@ from .planning import (
     Run,
     build_parser,
     check,
+    finetune_data,
     finetune_runs,
     preset_lr,
     raptr_runs,
@@ -71,6 +72,8 @@ def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
         train_queue(args)
         return None
     task = task_of(args)
+    if args.finetune:  # its data first: a download that fails should fail before hours of pre-training
+        finetune_data(args, args.finetune)
     trainer = Trainer(args)
     swept = None
     if args.no_sweep:

@@ -1,5 +1,5 @@
 """The paper's block comparisons in miniature: CodeParrot next-token prediction (He & Hofmann, ICLR 2024, §4,
-Figs. 2, 5, 23; App. D.1) and crammed-BERT masked-LM pre-training (§5, Fig. 7; App. D.2).
+Figs. 2, 5, 23; App. D.1) and crammed-BERT masked-LM pre-training with fine-tuning (§5, Fig. 7, Table 1; App. D.2).
 
 Trains every variant of a preset family (causal: every block type of
 `modeling_simplified.configuration_simplified.BLOCKS` and the ablation `sas_softmax`, the skipless SAS block with
@@ -16,11 +16,14 @@ steps, through the training API (`TrainPlan` → `train`, with the diagnostics c
    best (SAS and SAS-P) models, [the lr] was found to be 1e−3, which exactly matched that of the default Pre-LN"),
    every seed; with `--raptr`, pre_ln with RaPTr at equal steps and at equal layer FLOPs, and the full model with
    RaPTr's lr schedule.
-3. **step time**: every variant's training step at this shape, measured as `make bench` measures the paper shape
+3. **fine-tuning** (masked-LM families, `--finetune`, default `mr`): every variant's pretrained runs at its chosen
+   lr fine-tuned with App. D.2's recipe on MR (Pang & Lee's sentence polarity data, fetched with pip; `finetune`),
+   against pre_ln's architecture fine-tuned from scratch: Table 1's claim on a real labelled data set, not GLUE.
+4. **step time**: every variant's training step at this shape, measured as `make bench` measures the paper shape
    (`timing`): the time axis of the loss-vs-time curves and of the claims at equal time.
 
 Modules: `planning` (the command's arguments and the runs they make, each a `TrainPlan`), `jobs` (training the
-runs, reusing finished ones, in child processes with `--jobs`), `timing`, `analysis` (the sweep's choice, the
+runs, reusing finished ones, in child processes with `--jobs`), `finetune`, `timing`, `analysis` (the sweep's choice, the
 tables, the claims, RaPTr, signal propagation) and `report` (`results.md` and the plots, from `results.json`
 alone); `run` ties them together (`python -m experiments.reproduce`).
 

@@ -401,8 +401,10 @@ RAPTR_PAPER = {
     "equal_flops": 'Table 7 (BERT-Base and BERT-Large, peak lr tuned per method): "RaPTr achieves better loss '
     'compared to baseline at all FLOP measures" (for BERT-Base). Not as in the paper: our full model keeps its '
     "preset's linear decay and RaPTr shares the full model's lr, where App. D.4 tunes the peak lr per method",
-    "same_schedule": "Table 1's setting with one lr schedule for both, as App. D.4 describes for equal-step "
-    "pretraining: the full model trained with RaPTr's stagewise schedule, at equal steps",
+    "same_schedule": "Table 1's setting with one lr schedule for both, our reading of App. D.4 (\"keep learning rate "
+    'constant in all phases, followed by a linear learning rate decay to 0 in the final full model training phase", '
+    "not said of the baseline) and of App. D.2's Remark on its stacking comparisons (\"we use the same learning rate "
+    "schedule as RaPTr across all methods\"): the full model trained with RaPTr's stagewise schedule, at equal steps",
 }
 #: per comparison: the RaPTr runs' setting and the full-model runs it is compared with (None: the final pre_ln runs)
 RAPTR_COMPARISONS = {

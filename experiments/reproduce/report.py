@@ -160,6 +160,13 @@ def _setting_lines(result: dict[str, Any], setting: str) -> list[str]:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"Command: `{result['command']}`", "", f"Preset family `{result['preset']}` ({result['task']}).", ""]
+    env = result.get("environment")
+    if env:
+        lines += [
+            f"Computed at commit `{env['commit']}` with Python {env['python']} (whose stdlib is the embedded corpus), "
+            f"torch {env['torch']}, transformers {env['transformers']}, on {env['cpu']} ({env['cpu_count']} CPUs).",
+            "",
+        ]
     lines += _sweep_lines(result)
     lines += _timing_lines(result)
     for setting in SETTINGS:

@@ -9,14 +9,19 @@ import itertools
 import json
 import math
 import os
+import platform
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+import transformers
+
 from modeling_simplified.training.presets import UsageError
 
 from . import analysis, finetune
-from .jobs import RunFailed, train_queue, train_runs
+from .jobs import ROOT, RunFailed, train_queue, train_runs
 from .planning import (
     PROG,
     Run,
@@ -32,6 +37,35 @@ from .planning import (
 )
 from .report import write_report
 from .timing import measure
+
+
+def environment() -> dict[str, Any]:
+    """Where the results were computed: the code's commit (with `+changes` if the tree differs from it), the
+    interpreter (whose stdlib is the embedded corpus), the library versions and the CPU."""
+
+    def git(*argv: str) -> str | None:
+        done = subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit and git("status", "--porcelain", "--untracked-files=no", "--", "experiments", "modeling_simplified"):
+        commit += "+changes"
+    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")), None)
+    return {
+        "commit": commit,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cpu": cpu or platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def _cpuinfo() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return []
 
 
 class Trainer:
@@ -104,6 +138,7 @@ def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
     raptr = [trainer.done[run] for run in extra]
     result = {
         "command": command,
+        "environment": environment(),
         "preset": args.preset,
         "task": task,
         "criterion": analysis.CRITERION,

@@ -189,6 +189,9 @@ def _clearly_behind(a: float, b: float) -> bool:
 
 
 FIG5 = 'Fig. 5 (runtime), §4.2: "our SAS block already trains at speeds (slightly) outperforming the default Pre-LN transformer"'
+FIG5_SAS_P = (
+    'Fig. 5 (runtime), §4.3: "SAS-P trains even faster in terms of runtime compared to the SAS and Pre-LN blocks"'
+)
 CLAIMS: dict[str, tuple[Claim, ...]] = {
     "causal-lm": (
         Claim(
@@ -213,8 +216,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
             "sas_p",
             "pre_ln",
             _ahead,
-            'Fig. 5 (runtime), §4.3: "SAS-P trains even faster in terms of runtime compared to the SAS and Pre-LN '
-            'blocks"',
+            FIG5_SAS_P,
             "time",
             True,
         ),
@@ -223,8 +225,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
             "sas_p",
             "sas",
             _ahead,
-            'Fig. 5 (runtime), §4.3: "SAS-P trains even faster in terms of runtime compared to the SAS and Pre-LN '
-            'blocks"',
+            FIG5_SAS_P,
             "time",
             True,
         ),

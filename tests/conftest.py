@@ -24,6 +24,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 import torch  # noqa: E402
 from hub_server import HubServer  # noqa: E402
+from olah_hub import OlahHub  # noqa: E402
 
 from modeling_simplified import BLOCK_TYPES, SimplifiedConfig  # noqa: E402
 
@@ -163,6 +164,18 @@ def hub_env(local_hub, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", local_hub.url)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     return local_hub
+
+
+@pytest.fixture(scope="session")
+def olah_hub(tmp_path_factory):
+    """olah, a real Hub mirror, serving the presets' datasets in their Hub layouts (tests/olah_hub.py) to the
+    processes the tests start (`olah_hub.env(home)`). A mirror that cannot start fails the test, never skips it."""
+    try:
+        hub = OlahHub(tmp_path_factory.mktemp("olah")).build().__enter__()
+    except Exception as err:  # noqa: BLE001 - one clear failure, whatever went wrong
+        pytest.fail(f"the olah Hub mirror could not start: {err}", pytrace=False)
+    yield hub
+    hub.__exit__()
 
 
 #: Shape overrides for every test that runs transformers' compiled CPU `flex_attention`: head_dim 32. With torch 2.13

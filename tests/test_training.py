@@ -274,31 +274,6 @@ def test_killed_masked_run_with_batch_ramp_resumes_exactly(tmp_path):
     _kill_and_resume_matches_straight_run(tmp_path, MASKED, steps=24, save_steps=9)
 
 
-@pytest.mark.parametrize("preset", ["codeparrot-sas_p", "crammed-bert-sas_p"])
-def test_paper_presets_fall_back_to_the_embedded_corpus_when_their_host_is_unreachable(tmp_path, capsys, preset):
-    shrink = [
-        "num_hidden_layers=2",
-        "hidden_size=64",
-        "num_attention_heads=4",
-        "intermediate_size=64",
-        "vocab_size=512",
-        "data.max_train_samples=20",
-        "data.tokenizer_train_samples=20",
-        "data.max_eval_samples=8",
-        "training.per_device_train_batch_size=4",
-        "training.gradient_accumulation_steps=1",
-        "training.batch_ramp_to=null",
-    ]
-    args = ["--preset", preset, "--max-steps", "2", "--output-dir", str(tmp_path / "run"), "--no-export"]
-    for assignment in shrink[:-1] if preset.startswith("codeparrot") else shrink:
-        args += ["--set", assignment]
-    assert main(args) == 0
-    err = capsys.readouterr().err
-    assert "cannot load dataset" in err and "Falling back to the embedded corpus" in err
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["dataset"].startswith("embedded") and metrics["steps"] == 2
-
-
 def test_trainer_optimizer_uses_the_model_core_groups(tmp_path):
     model = SimplifiedForCausalLM(tiny_config("sas_p"))
     from modeling_simplified.training.presets import load_preset

@@ -156,4 +156,4 @@ def finetune_plan(
         preset.data.tokenizer = str(latest_checkpoint(pretrained) or pretrained)
     else:
         recipe.init_from = str(pretrained)
-    return TrainPlan(preset=preset, output_dir=run_dir, overwrite=True, explicit_dataset=True, export=False)
+    return TrainPlan(preset=preset, output_dir=run_dir, overwrite=True, export=False)

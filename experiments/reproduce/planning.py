@@ -277,7 +277,6 @@ def train_plan(args: argparse.Namespace, run: Run) -> TrainPlan:
         preset=preset,
         output_dir=run.run_dir,
         overwrite=True,
-        explicit_dataset=bool(args.dataset),
         diagnostics=True,
         export=False,
         raptr=RaptrOptions(spec=run.raptr) if run.raptr else None,
@@ -291,7 +290,6 @@ def plan_key(plan: TrainPlan) -> dict[str, Any]:
     key = {
         "preset": plan.preset.name,
         **settings,
-        "explicit_dataset": plan.explicit_dataset,
         "raptr": dataclasses.asdict(plan.raptr) if plan.raptr else None,
     }
     return json.loads(json.dumps(key))

@@ -4,7 +4,7 @@ calls it, and the tools outside the library (the demo, the reproduction) build p
 
 A run writes into its output directory: Trainer checkpoints (`checkpoint-<step>/`), `preset.json` (the resolved
 preset), `metrics.json`, `loss_curve.png` and a Hub-ready export (`export/`). Bad input (a bad preset field,
-unreachable dataset, an output directory holding another run) raises `UsageError` before anything in the output
+a dataset that cannot be loaded, an output directory holding another run) raises `UsageError` before anything in the output
 directory is written.
 
 Under `torchrun` / `accelerate launch` every rank trains (the Trainer's DDP); only the world process zero writes the
@@ -74,8 +74,6 @@ class TrainPlan:
     resume: bool = False
     #: replace a previous run in `output_dir` (without it, a non-empty `output_dir` is refused)
     overwrite: bool = False
-    #: the dataset was named by the user: never fall back to the embedded corpus when it cannot be loaded
-    explicit_dataset: bool = False
     #: per-layer gains, activation kurtosis and signal propagation (`callbacks.py`), logged and returned
     diagnostics: bool = False
     #: write the Hub-ready export (`output_dir/export`)
@@ -205,7 +203,7 @@ def train(plan: TrainPlan) -> TrainResult:
     # under torchrun / accelerate launch this joins the process group (no file is written)
     args = training_arguments(preset.training, str(out), eval_on_start=checked.resume_from is None)
     main_process = args.process_index == 0
-    model, data = _model_and_data(preset, checked.init_from, plan.explicit_dataset)
+    model, data = _model_and_data(preset, checked.init_from)
     lr_decay_start = None
     if raptr_cb is not None:
         steps = planned_steps(args, data.train)
@@ -346,7 +344,7 @@ def train(plan: TrainPlan) -> TrainResult:
     return result
 
 
-def _model_and_data(preset: Preset, init_from: Path | None, explicit_dataset: bool):
+def _model_and_data(preset: Preset, init_from: Path | None):
     """Data first (it may fail with a UsageError), then the model built for its tokenizer and labels."""
     tokenizer = None
     if init_from is not None:
@@ -355,7 +353,7 @@ def _model_and_data(preset: Preset, init_from: Path | None, explicit_dataset: bo
         except Exception as err:  # noqa: BLE001
             raise UsageError(f"--init-from {init_from}: no tokenizer there ({first_line(err)}).") from None
     vocab = preset.model.get("vocab_size", 50257)
-    data = build_task_data(preset.task, preset.data, vocab, explicit_dataset, tokenizer)
+    data = build_task_data(preset.task, preset.data, vocab, tokenizer)
     tokenizer = data.tokenizer
     cls = {
         "causal-lm": SimplifiedForCausalLM,

@@ -161,7 +161,6 @@ def plan_from_args(args: argparse.Namespace) -> TrainPlan:
         output_dir=output_dir,
         resume=args.resume,
         overwrite=args.overwrite,
-        explicit_dataset=bool(args.dataset),
         diagnostics=args.diagnostics,
         export=not args.no_export,
         raptr=raptr_options(args),

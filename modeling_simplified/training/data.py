@@ -8,8 +8,9 @@
   (`[CLS] doc [SEP]`), concatenated and cut into `seq_len` blocks (course chapter 7.3).
 - sequence-classification: a GLUE task of `nyu-mll/glue` by name, or the embedded `stdlib-topic` task.
 
-A dataset that was asked for explicitly and cannot be loaded raises `UsageError` with one clear message; a
-preset's default dataset falls back to the embedded corpus (with a warning) when its host is unreachable.
+A Hub dataset is never replaced by another one: one that cannot be loaded (unreachable host, a split it does not
+have) raises `UsageError` with one clear message naming the id, the split, the splits that exist and the fix.
+Only presets whose dataset is `embedded` train on the offline corpus.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 import datasets
 import torch
+from datasets.utils.tqdm import tqdm
 from huggingface_hub import constants
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (
@@ -69,10 +71,6 @@ class TaskData:
     label_names: tuple[str, ...] = ()
 
 
-def warn(message: str) -> None:
-    print(f"simplified-train: warning: {message}", file=sys.stderr, flush=True)
-
-
 # -- loading raw text ------------------------------------------------------------------------------------------
 def _offline() -> bool:
     return bool(datasets.config.HF_HUB_OFFLINE)
@@ -102,9 +100,14 @@ def _looks_like_a_path(dataset_id: str) -> bool:
     )
 
 
-def load_remote(dataset_id: str, config: str | None, split: str, streaming: bool):
-    """`datasets.load_dataset` (or `load_from_disk` for a saved folder) with any failure as `UsageError`."""
+def load_remote(
+    dataset_id: str, config: str | None, split: str, streaming: bool, data_files: str | None = None, field: str = ""
+):
+    """`datasets.load_dataset` (or `load_from_disk` for a saved folder) of one split, with any failure as one
+    `UsageError` that names the dataset, the split, the splits that exist and the fix. `data_files` (a glob of
+    the repository's files) makes those files the split; `field` is the preset field that named the split."""
     local = Path(dataset_id)
+    where = f"{dataset_id!r}" + (f" (config {config!r})" if config else "") + f", split {split!r}"
     try:
         if local.is_dir() and any((local / f).is_file() for f in ("dataset_dict.json", "dataset_info.json")):
             loaded = datasets.load_from_disk(str(local))
@@ -112,16 +115,38 @@ def load_remote(dataset_id: str, config: str | None, split: str, streaming: bool
         if not local.exists() and _looks_like_a_path(dataset_id):
             raise _NoSuchFolder(f"no such folder: {local.expanduser().resolve()}")
         if not local.exists() and not _offline() and not _host_reachable():
-            raise ConnectionError("the dataset host is unreachable")
-        return datasets.load_dataset(dataset_id, config, split=split, streaming=streaming)
+            raise ConnectionError(f"the dataset host {constants.ENDPOINT} is unreachable")
+        files = {split: data_files} if data_files else None
+        return datasets.load_dataset(dataset_id, config, split=split, streaming=streaming, data_files=files)
     except Exception as err:  # noqa: BLE001 - every loading failure becomes one clear message
-        where = f"{dataset_id!r}" + (f" (config {config!r})" if config else "") + f", split {split!r}"
+        splits = (
+            None if data_files or isinstance(err, (_NoSuchFolder, ConnectionError)) else _splits(dataset_id, config)
+        )
+        if splits is not None and split not in splits:
+            files_field = field.replace("_split", "_data_files") if field else "the split's data_files"
+            raise UsageError(
+                f"cannot load dataset {where}: the dataset has the splits {', '.join(splits)}. Set {field or 'the split'} "
+                f"to one of them, or choose the repository's files for it with {files_field}."
+            ) from None
         reason = " ".join(str(err).split())[:300] or type(err).__name__
-        check = "the path" if isinstance(err, _NoSuchFolder) else "the id and your connection"
+        if isinstance(err, _NoSuchFolder):
+            check = "Check the path"
+        elif isinstance(err, ConnectionError) or _offline():
+            check = "Check your connection and HF_ENDPOINT (HF_HUB_OFFLINE=1 allows only cached datasets)"
+        else:
+            check = "Check the id and your connection"
         raise UsageError(
-            f"cannot load dataset {where}: {reason}. Check {check}, or use "
-            f"--dataset {EMBEDDED} for the offline corpus that ships with Python."
+            f"cannot load dataset {where}: {reason}. {check}, or train on the offline corpus that ships with Python "
+            f"(--dataset {EMBEDDED})."
         ) from None
+
+
+def _splits(dataset_id: str, config: str | None) -> list[str] | None:
+    """The split names `datasets` finds for a dataset (None when it cannot tell)."""
+    try:
+        return list(datasets.get_dataset_split_names(dataset_id, config))
+    except Exception:  # noqa: BLE001 - only used to explain another failure
+        return None
 
 
 def _take(ds, n: int | None):
@@ -139,26 +164,27 @@ def _materialise(ds) -> datasets.Dataset:
     return ds
 
 
-def _raw_text(spec: DataSpec, task: str, explicit: bool):
-    """(train, eval, text column, source name) of raw text, falling back to the embedded corpus when the preset's
-    own dataset cannot be loaded (a dataset asked for explicitly is never replaced)."""
+def _raw_text(spec: DataSpec, task: str):
+    """(train, eval, text column, source name) of raw text: the dataset the spec names (never another one: a
+    dataset that cannot be loaded is a `UsageError`), or the embedded corpus of the running Python."""
     if spec.dataset != EMBEDDED:
-        try:
-            if task == "causal-lm":
-                train = load_remote(spec.dataset, spec.dataset_config, spec.train_split, spec.streaming)
-                eval_id = spec.eval_dataset or spec.dataset
-                eval_split = spec.eval_split if spec.eval_dataset is None else spec.train_split
-                evaluation = load_remote(eval_id, spec.dataset_config, eval_split, spec.streaming)
-            else:
-                train = load_remote(spec.dataset, spec.dataset_config, spec.train_split, spec.streaming)
-                evaluation = load_remote(
-                    spec.eval_dataset or spec.dataset, spec.dataset_config, spec.eval_split, spec.streaming
-                )
-            return train, evaluation, spec.text_column, spec.dataset
-        except UsageError as err:
-            if explicit:
-                raise
-            warn(f"{err} Falling back to the embedded corpus.")
+        train = load_remote(
+            spec.dataset,
+            spec.dataset_config,
+            spec.train_split,
+            spec.streaming,
+            spec.train_data_files,
+            "data.train_split",
+        )
+        evaluation = load_remote(
+            spec.eval_dataset or spec.dataset,
+            spec.dataset_config,
+            spec.eval_split,
+            spec.streaming,
+            spec.eval_data_files,
+            "data.eval_split",
+        )
+        return train, evaluation, spec.text_column, spec.dataset
     if task == "causal-lm":
         return (
             corpus.code_dataset("train", spec.max_train_samples),
@@ -179,13 +205,17 @@ def tokenizer_cache_dir() -> Path:
     return Path(constants.HF_HOME) / "simplified-transformers" / "tokenizers"
 
 
-def _texts(ds, column: str, n: int):
-    """The first `n` texts of `column` (rows without a string there are skipped)."""
-    for i, row in enumerate(ds):
-        if i >= n:
-            break
-        if isinstance(row.get(column), str):
-            yield row[column]
+def _texts(ds, column: str, n: int, source: str | None = None):
+    """The first `n` texts of `column` (rows without a string there are skipped), with a progress bar on stderr
+    when `source` names a dataset that is read for it (a stream from the Hub takes minutes at paper scale)."""
+    progress = tqdm(total=n, desc=f"reading {source} for the tokenizer", unit=" docs", disable=source is None)
+    with progress:
+        for i, row in enumerate(ds):
+            if i >= n:
+                break
+            progress.update()
+            if isinstance(row.get(column), str):
+                yield row[column]
 
 
 def train_tokenizer(kind: str, texts, vocab_size: int) -> PreTrainedTokenizerFast:
@@ -315,9 +345,10 @@ def _tokenise(ds, fn, **kwargs):
     return ds.map(fn, batched=True, remove_columns=columns or None, fn_kwargs=kwargs, **map_kwargs)
 
 
-def _language_modelling(spec: DataSpec, task: str, vocab_size: int, explicit: bool) -> TaskData:
-    train_raw, eval_raw, column, source = _raw_text(spec, task, explicit)
-    if spec.dataset != EMBEDDED and not source.startswith("embedded"):
+def _language_modelling(spec: DataSpec, task: str, vocab_size: int) -> TaskData:
+    train_raw, eval_raw, column, source = _raw_text(spec, task)
+    embedded = spec.dataset == EMBEDDED
+    if not embedded:
         train_raw = _take(train_raw, spec.max_train_samples)
     kind = "bpe" if task == "causal-lm" else "wordpiece"
     if spec.tokenizer:
@@ -330,10 +361,12 @@ def _language_modelling(spec: DataSpec, task: str, vocab_size: int, explicit: bo
             "column": column,
             "samples": spec.tokenizer_train_samples,
             "max_train": spec.max_train_samples,
-            "python": sys.version.split()[0] if source.startswith("embedded") else None,
+            "python": sys.version.split()[0] if embedded else None,
+            **({"data_files": spec.train_data_files} if spec.train_data_files else {}),
         }
+        reading = None if embedded else source
         tokenizer = cached_tokenizer(
-            kind, vocab_size, identity, lambda: _texts(train_raw, column, spec.tokenizer_train_samples)
+            kind, vocab_size, identity, lambda: _texts(train_raw, column, spec.tokenizer_train_samples, reading)
         )
     kwargs = dict(tokenizer=tokenizer, column=column, seq_len=spec.seq_len)
     if task == "causal-lm":
@@ -350,9 +383,7 @@ def _language_modelling(spec: DataSpec, task: str, vocab_size: int, explicit: bo
     return TaskData(train=train, eval=evaluation, tokenizer=tokenizer, source=source)
 
 
-def _classification(
-    spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, vocab_size: int, explicit: bool
-) -> TaskData:
+def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, vocab_size: int) -> TaskData:
     if spec.dataset == EMBEDDED:
         train_raw, eval_raw = corpus.topic_dataset("train"), corpus.topic_dataset("validation")
         first, second, labels = "sentence", None, corpus.TOPIC_LABELS
@@ -366,8 +397,17 @@ def _classification(
         first, second, num, eval_split = GLUE_TASKS.get(spec.dataset_config, ("sentence", None, 2, spec.eval_split))
         if spec.dataset != GLUE or spec.eval_split != "validation":
             eval_split = spec.eval_split
-        train_raw = load_remote(spec.dataset, spec.dataset_config, spec.train_split, False)
-        eval_raw = load_remote(spec.dataset, spec.dataset_config, eval_split, False)
+        train_raw = load_remote(
+            spec.dataset, spec.dataset_config, spec.train_split, False, spec.train_data_files, "data.train_split"
+        )
+        eval_raw = load_remote(
+            spec.eval_dataset or spec.dataset,
+            spec.dataset_config,
+            eval_split,
+            False,
+            spec.eval_data_files,
+            "data.eval_split",
+        )
         feature = train_raw.features.get("label")
         labels = tuple(feature.names) if num > 1 and hasattr(feature, "names") else ("score",) * num
         source = f"{spec.dataset}/{spec.dataset_config}" if spec.dataset_config else spec.dataset
@@ -411,10 +451,9 @@ def build_task_data(
     task: str,
     spec: DataSpec,
     vocab_size: int,
-    explicit_dataset: bool = False,
     tokenizer: PreTrainedTokenizerFast | None = None,
 ) -> TaskData:
     """The tokenised train/eval data and tokenizer of `task` as `spec` describes."""
     if task == "sequence-classification":
-        return _classification(spec, tokenizer, vocab_size, explicit_dataset)
-    return _language_modelling(spec, task, vocab_size, explicit_dataset)
+        return _classification(spec, tokenizer, vocab_size)
+    return _language_modelling(spec, task, vocab_size)

@@ -85,12 +85,18 @@ class DataSpec:
 
     #: "embedded" (offline corpus of the running Python) or a Hugging Face dataset id
     dataset: str = EMBEDDED
-    #: a separate dataset id for evaluation (CodeParrot ships train and valid as two repos)
+    #: a separate dataset id for evaluation (CodeParrot ships train and valid as two repos); `eval_split` names
+    #: the split of that repository
     eval_dataset: str | None = None
     #: dataset config name (GLUE task: sst2, cola, ...; the Pile: a subset)
     dataset_config: str | None = None
     train_split: str = "train"
     eval_split: str = "validation"
+    #: files of the dataset repository (a glob, `datasets`' `data_files`) that make up the training split; None:
+    #: the splits `datasets` infers from the repository's layout or README
+    train_data_files: str | None = None
+    #: the same for the evaluation split (the Pile's `val.jsonl.zst`, which `datasets` does not infer as a split)
+    eval_data_files: str | None = None
     text_column: str = "content"
     streaming: bool = False
     seq_len: int = 128

@@ -167,6 +167,7 @@ def build_glue(mirrors: Path) -> None:
     unlabelled (-1) as on the Hub."""
     repo = mirrors / "datasets" / GLUE
     texts = prose_documents(160)
+    datasets.disable_progress_bars()  # one bar per parquet file otherwise
     configs = []
     for task, (columns, names, splits) in GLUE_LAYOUT.items():
         features = {c: datasets.Value("string") for c in columns}

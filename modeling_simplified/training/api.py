@@ -31,7 +31,7 @@ from modeling_simplified.hub_cards.export import export_model
 from .callbacks import DiagnosticsCallback, LayerStats
 from .data import PackingCollator, ResumableMaskingCollator, build_task_data
 from .plotting import plot_loss_curve
-from .presets import EMBEDDED, Preset, UsageError, build_config, validate
+from .presets import EMBEDDED, DataSpec, Preset, TrainingRecipe, UsageError, build_config, validate
 from .raptr import RaptrCallback, RaptrSpecError
 from .runs import latest_checkpoint, pretrained_dir
 from .trainer import SimplifiedTrainer, training_arguments
@@ -165,11 +165,13 @@ def check_plan(plan: TrainPlan) -> CheckedPlan:
         if saved.is_file():
             before = json.loads(saved.read_text())
             now = json.loads(json.dumps(preset.to_dict()))
+            # a field added since the run was saved is unchanged when it holds its default
+            defaults = {"training": _defaults(TrainingRecipe), "data": _defaults(DataSpec)}
             changed = sorted(
                 f"{section}.{key}"
                 for section in ("model", "training", "data")
                 for key in set(before.get(section, {})) | set(now[section])
-                if before.get(section, {}).get(key) != now[section].get(key)
+                if before.get(section, {}).get(key, defaults.get(section, {}).get(key)) != now[section].get(key)
             )
             if changed:
                 raise UsageError(
@@ -189,6 +191,10 @@ def check_plan(plan: TrainPlan) -> CheckedPlan:
             "Pass --set training.batch_ramp_to=null to train with RaPTr and a fixed batch."
         )
     return CheckedPlan(resume_from=resume_from, init_from=init_from)
+
+
+def _defaults(cls) -> dict[str, Any]:
+    return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
 
 
 # -- the run ---------------------------------------------------------------------------------------------------
@@ -266,6 +272,8 @@ def train(plan: TrainPlan) -> TrainResult:
     output = trainer.train(resume_from_checkpoint=str(checked.resume_from) if checked.resume_from else None)
     # the whole run's figures, a resumed run's earlier processes included (up to the checkpoint it resumed from)
     totals = trainer.run_totals(output.training_loss * (trainer.state.global_step - first_step))
+    if trainer.stream_resume is not None:
+        totals["segments"][-1]["stream"] = trainer.stream_resume
     train_time = totals["train_time_s"]
     history = trainer.state.log_history
     final_eval = (

@@ -75,6 +75,8 @@ class TrainingRecipe:
     save_steps: int = 1000
     save_total_limit: int | None = 3
     seed: int = 0
+    #: processes that read and tokenise the training data (a stream's shards are divided among them)
+    dataloader_num_workers: int = 0
     #: a pretrained run (output dir, export or checkpoint) to start from; fine-tuning presets use it
     init_from: str | None = None
 
@@ -302,7 +304,7 @@ def validate(preset: Preset) -> SimplifiedConfig:
     ):
         if not lo <= value < hi:
             raise UsageError(f"{where}: {field} must be in [{lo}, {hi}), got {value}.")
-    for field in ("weight_decay", "adam_epsilon", "max_grad_norm"):
+    for field in ("weight_decay", "adam_epsilon", "max_grad_norm", "dataloader_num_workers"):
         if not (math.isfinite(getattr(t, field)) and getattr(t, field) >= 0):
             raise UsageError(f"{where}: training.{field} must be >= 0, got {getattr(t, field)}.")
     if t.batch_ramp_to is not None:

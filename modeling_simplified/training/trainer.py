@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import ExportableState
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from modeling_simplified.optimization import parameter_groups
 
@@ -50,7 +52,7 @@ def training_arguments(recipe: TrainingRecipe, output_dir: str, **overrides: Any
         report_to="none",
         disable_tqdm=False,
         include_num_input_tokens_seen="all",
-        dataloader_num_workers=0,
+        dataloader_num_workers=recipe.dataloader_num_workers,
         use_cpu=not torch.cuda.is_available(),
         # every parameter takes part in every forward (RaPTr's bypassed layers too, with weight 0), so DDP needs no
         # extra traversal of the graph to find unused ones
@@ -164,7 +166,7 @@ class RunTotals(TrainerCallback, ExportableState):
         self.wall_time_s = 0.0  # the same, from each process's start
         self.segments: list[dict[str, Any]] = []  # the earlier processes, up to their last checkpoints
         self.process_started = process_started  # this process's start (default: training's start)
-        self._began, self._first_step = None, 0
+        self._began, self._first_step, self._first_step_s = None, 0, None
 
     def state(self) -> dict:
         return {"args": {}, "attributes": {name: getattr(self, name) for name in self.ATTRIBUTES}}
@@ -183,6 +185,10 @@ class RunTotals(TrainerCallback, ExportableState):
         self._first_step = state.global_step
         self._before = (self.loss_sum, self.train_time_s, self.wall_time_s, list(self.segments))
 
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._first_step_s is None:  # how long this process took to train its first step (a resume's cost)
+            self._first_step_s = time.time() - self.process_started
+
     def totals(self, segment_loss_sum: float, global_step: int) -> dict[str, Any]:
         """The run's figures now, given this process's loss sum so far and the step it reached."""
         loss_sum, train_time, wall_time, segments = self._before
@@ -192,6 +198,7 @@ class RunTotals(TrainerCallback, ExportableState):
             "to_step": global_step,
             "train_time_s": now - self._began,
             "wall_time_s": now - self.process_started,
+            "first_step_s": self._first_step_s,
         }
         return {
             "loss_sum": loss_sum + segment_loss_sum,
@@ -201,10 +208,20 @@ class RunTotals(TrainerCallback, ExportableState):
         }
 
 
+#: a streamed run's place in its stream, one file per process in each checkpoint (the data loader's `state_dict`)
+STREAM_STATE = "stream_state-{rank}.pt"
+
+
 class SimplifiedTrainer(Trainer):
     """`Trainer` with the model core's AdamW parameter groups (no decay on gains, norms, biases), crammed BERT's
-    batch ramp when the recipe asks for it, RaPTr's stagewise lr schedule when given `lr_decay_start`, and the
-    diagnostics callback's values merged into the train logs."""
+    batch ramp when the recipe asks for it, RaPTr's stagewise lr schedule when given `lr_decay_start`, the
+    diagnostics callback's values merged into the train logs, and a streamed dataset resumed where its checkpoint
+    stood.
+
+    A stream (an `IterableDataset`) is read through accelerate's data loader over torchdata's `StatefulDataLoader`,
+    whose state (each shard's position, per worker) goes into every checkpoint (`STREAM_STATE`). A resumed run
+    starts its loader from that state, where the Trainer alone (5.x saves no loader state) would read and
+    tokenise the whole consumed stream again to skip it. A checkpoint without the file is resumed by skipping."""
 
     def __init__(
         self,
@@ -220,6 +237,30 @@ class SimplifiedTrainer(Trainer):
         self.lr_decay_start = lr_decay_start  # RaPTr's stagewise schedule: constant until here, then linear to 0
         super().__init__(*args, **kwargs)
         self.add_callback(RunTotals(process_started))
+        self._stream_state: dict[str, Any] | None = None  # the checkpoint's, for the resumed run's loader
+        #: how a resumed stream found its place: "restored" (the checkpoint's state) or "skipped" (read again)
+        self.stream_resume: str | None = None
+        if isinstance(self.train_dataset, torch.utils.data.IterableDataset):
+            self.accelerator.dataloader_config.use_stateful_dataloader = True
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
+        state = Path(str(resume_from_checkpoint), STREAM_STATE.format(rank=self.args.process_index))
+        if isinstance(resume_from_checkpoint, str) and self._streams():
+            self.stream_resume = "skipped"
+            if state.is_file():
+                self._stream_state = torch.load(state, weights_only=True)
+                self.args.ignore_data_skip = True  # the loader starts where the checkpoint stood: nothing to skip
+                self.stream_resume = "restored"
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _streams(self) -> bool:
+        return bool(getattr(self.accelerator.dataloader_config, "use_stateful_dataloader", False))
+
+    def get_train_dataloader(self):
+        loader = super().get_train_dataloader()
+        if self._stream_state is not None:
+            loader.load_state_dict(self._stream_state)
+        return loader
 
     def run_totals(self, segment_loss_sum: float | None = None) -> dict[str, Any]:
         """The whole run's loss sum, train and wall time and segments (`RunTotals.totals`), now. After `train()`,
@@ -233,6 +274,12 @@ class SimplifiedTrainer(Trainer):
         totals = next(cb for cb in self.callback_handler.callbacks if isinstance(cb, RunTotals))
         for name, value in self.run_totals().items():
             setattr(totals, name, value)  # saved with the trainer state, read back on resume
+        loader = self.callback_handler.train_dataloader
+        if self._streams() and hasattr(loader, "state_dict"):
+            # before the Trainer's files: `trainer_state.json`, written last, marks a checkpoint complete
+            folder = Path(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            folder.mkdir(parents=True, exist_ok=True)
+            torch.save(loader.state_dict(), folder / STREAM_STATE.format(rank=self.args.process_index))
         super()._save_checkpoint(model, trial)
 
     def _issue_warnings_after_load(self, load_result: Any) -> None:

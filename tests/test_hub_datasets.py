@@ -308,3 +308,44 @@ def test_a_streamed_run_shows_its_progress_reading_the_stream_for_the_tokenizer(
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"reading {CODEPARROT_TRAIN} for the tokenizer" in done.stderr
     assert "60/60" in done.stderr  # data.tokenizer_train_samples documents, counted as they are read
+
+
+# -- models ---------------------------------------------------------------------------------------------------------
+FROM_THE_MIRROR = """
+import json, sys
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+repo, revision, ids = sys.argv[1], sys.argv[2] or None, json.loads(sys.argv[3])
+model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True, revision=revision).eval()
+tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)
+with torch.no_grad():
+    logits = model(torch.tensor([ids])).logits[0]
+print(RESULT + json.dumps({"logits": logits.tolist(), "class": type(model).__module__,
+                                          "vocab": len(tokenizer)}))
+"""
+
+
+def test_an_exported_model_served_by_the_mirror_loads_by_revision_and_then_offline(olah_hub, tmp_path):
+    """An export made a git repository that olah serves: a fresh process without the package loads it with
+    `AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True, revision=<commit sha>)` and gives the
+    exported model's logits exactly; a second process with HF_HUB_OFFLINE=1 loads it again from the cache."""
+    from test_hub import RESULT, run_fresh
+
+    from modeling_simplified.training.cli import main
+
+    run = tmp_path / "run"
+    args = ["--preset", "codeparrot-tiny-sas_p", "--max-steps", "2", "--output-dir", str(run)]
+    assert main([*args, "--set", "data.max_train_samples=20", "--set", "data.max_eval_samples=8"]) == 0
+    revision = olah_hub.publish(run / "export", "simplified/codeparrot-tiny-sas_p")
+    ids = json.dumps([3, 17, 42, 99, 7, 250, 11])
+    script = FROM_THE_MIRROR.replace("RESULT", repr(RESULT))
+    # the reference: the export folder itself, in the same kind of fresh process (one thread: the same GEMM order)
+    (tmp_path / "folder").mkdir()
+    exported = run_fresh(script, tmp_path / "folder", str(run / "export"), "", ids)
+    online = {"HF_ENDPOINT": olah_hub.url, "HF_HUB_OFFLINE": "0"}
+    first = run_fresh(script, tmp_path, "simplified/codeparrot-tiny-sas_p", revision, ids, env=online)
+    offline = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "1"}
+    again = run_fresh(script, tmp_path, "simplified/codeparrot-tiny-sas_p", revision, ids, env=offline)
+    for report in (first, again):
+        assert report["class"].startswith("transformers_modules.") and report["vocab"] == exported["vocab"]
+        assert report["logits"] == exported["logits"]

@@ -693,7 +693,219 @@ def raptr_facts() -> list[Fact]:
 
 
 def speed_facts() -> list[Fact]:
-    return []
+    runs = [run(name) for name in CURRENT_RUNS]
+    every = [*runs, *(run(name) for name in DECODE_RUNS)]
+    fast = [run(name) for name in FAST_HOST_RUNS]
+    run12, run14, run16 = run("run12"), run("run14"), run("run16")
+    sas_p_bound = run16["train"]["sas_p"]["flop_bound_vs_pre_ln"]
+    weights = run16["generate"]["batch_1"]
+    byte_bound = weights["sas_p"]["weight_bound_vs_gpt2"]
+    mfu = {m: [r["mfu"][m] for r in runs] for m in ("gpt2", "pre_ln", "sas_p")}
+    loss = {m: [r["loss"][m] for r in runs] for m in ("pre_ln", "sas_p")}
+    step = {m: [r["step_memory"][m]["peak_growth_MiB"] for r in runs] for m in ("gpt2", "pre_ln", "sas_p")}
+    long = [r["memory"]["2048"] for r in runs]
+    kv = {r["kv_cache"][m]["bytes_per_token"] / 1024 for r in runs for m in r["kv_cache"]}
+    fused_saving = [
+        100 * (1 - row["fused"]["peak_MiB"] / row["logits"]["peak_MiB"]) for rows in loss.values() for row in rows
+    ]
+    gemv = {(row["out"], row["in"]): row for row in json.loads((BENCHMARK / "gemv.json").read_text())["rows"]}
+    rate = {
+        name: gemv[shape]["linear_GBps"] / gemv[shape]["f_linear_GBps"]
+        for name, shape in (
+            ("QKV", (2304, 768)),
+            ("MLP-in", (3072, 768)),
+            ("head", (50257, 768)),
+            ("MLP-out", (768, 3072)),
+        )
+    }
+    before_after = json.loads((BENCHMARK / "attention_interface_before_after.json").read_text())["cases"]
+    sas_p_train = by_run(0)
+    llama = by_run(3)
+    decode8 = [ratio(r["generate"]["batch_8"], "sas_p", "gpt2")["median"] / byte_bound for r in every]
+
+    def profile(row: dict[str, Any]) -> tuple[float, float, int]:
+        """A profile's matmul time (`mm` + `addmm_`), the rest, and the calls of `aten::mul`."""
+        ops = {e["op"]: e for e in row["top"]}
+        matmul = ops["aten::mm"]["self_ms"] + ops["aten::addmm_"]["self_ms"]
+        return matmul, row["total_self_ms"] - matmul, ops["aten::mul"]["calls"]
+
+    pre_ln_profile, sas_p_profile = profile(run12["profile"]["pre_ln"]), profile(run12["profile"]["sas_p"])
+
+    def gemm_alone(row: dict[str, Any]) -> str:
+        return (
+            f"{num(row['gemm_gflop'], 1)} GFLOP in {num(row['gemm_time_alone_s'])} s "
+            f"({row['gemm_gflop'] / row['gemm_time_alone_s']:.0f} GFLOP/s; peak {num(row['peak_gflops'], 1)}) of a "
+            f"{num(row['step_median_s'])} s step"
+        )
+
+    page = "docs/speed.md"
+    return [
+        Fact(
+            page,
+            f"runs 9–12 had a GEMM peak of {span(peaks(FAST_HOST_RUNS), 0)} GFLOP/s, runs 13–16 (the current "
+            f"figures) {span(peaks(CURRENT_RUNS), 0)} (`mfu`)",
+        ),
+        Fact(page, f"give sas_p / pre_ln {', '.join(num(x) for x in by_run(0, FAST_HOST_RUNS))}"),
+        Fact(
+            page,
+            f"{num(run16['train']['gpt2']['matmul_flops_per_token'] / 1e6, 1)} MFLOP a token for GPT-2, Llama and "
+            f"every block with values and projections, {num(run16['train']['sas_p']['matmul_flops_per_token'] / 1e6, 1)} "
+            f"for sas, sas_p and simplest (`run16.json`); the bound is **1.000** or **{num(sas_p_bound)}**",
+        ),
+        Fact(
+            page,
+            f"{num(weights['gpt2']['gemm_weights'] / 1e6, 1)}M for GPT-2 and pre_ln, "
+            f"{num(weights['sas_p']['gemm_weights'] / 1e6, 1)}M for sas_p",
+        ),
+        Fact(page, f"**1.000** for pre_ln / GPT-2 and **{num(byte_bound)}** for sas_p / GPT-2"),
+        Fact(page, f"on hosts with a GEMM peak of {span(peaks(CURRENT_RUNS), 0)} GFLOP/s (`mfu`)"),
+        Fact(page, f"Runs 13 and 14 ran at commit {runs[0]['meta']['commit']}"),
+        Fact(page, f"runs 15 and 16 at {_common([r['meta']['commit'] for r in runs[2:]])}"),
+        Fact(
+            page,
+            "pre_ln's step: "
+            + ", ".join(num(r["train"]["pre_ln"]["median_s"]) for r in runs[:-1])
+            + f" and {num(runs[-1]['train']['pre_ln']['median_s'])} s "
+            f"({span([r['train']['pre_ln']['tokens_per_s'] for r in runs], 0)} tokens/s), about twice run 12's "
+            f"{num(run12['train']['pre_ln']['median_s'])} s",
+        ),
+        Fact(
+            page,
+            f"GPT-2 {span([100 * x['mfu'] for x in mfu['gpt2']], 1)}%, pre_ln "
+            f"{span([100 * x['mfu'] for x in mfu['pre_ln']], 1)}%, sas_p {span([100 * x['mfu'] for x in mfu['sas_p']], 1)}% "
+            "(GEMM-time shares "
+            + ", ".join(f"{span([100 * x['gemm_time_share'] for x in mfu[m]], 0)}%" for m in mfu)
+            + ")",
+        ),
+        Fact(
+            page,
+            f"(pre_ln / GPT-2 {span(by_run(2, FAST_HOST_RUNS))} there, {span(by_run(2))} here; `pre_ln_llama` / "
+            f"Llama {span(by_run(3, FAST_HOST_RUNS))} there, {span(llama)} here)",
+        ),
+        Fact(
+            page,
+            f"peaks at {_common([num(r['fused']['peak_MiB'], 0) for r in loss['pre_ln']])} MiB (pre_ln) and "
+            f"{_common([num(r['fused']['peak_MiB'], 0) for r in loss['sas_p']])} MiB (sas_p) with the fused LM head + "
+            f"loss, −{_common([f'{x:.0f}' for x in fused_saving])}% against the logits path of the same runs "
+            f"({_common([num(r['logits']['peak_MiB'], 0) for r in loss['pre_ln']])}, "
+            f"{_common([num(r['logits']['peak_MiB'], 0) for r in loss['sas_p']])} MiB)",
+        ),
+        Fact(
+            page,
+            f"a step grows the resident set by {span(step['pre_ln'], 0)} MiB (pre_ln) and "
+            f"{span(step['sas_p'], 0)} MiB (sas_p) against {span(step['gpt2'], 0)} MiB for `GPT2LMHeadModel` in the "
+            f"same run ({span([r['step_memory']['pre_ln']['vs_gpt2'] for r in runs], 2)}×)",
+        ),
+        Fact(page, f"Decoding keeps {num(_common(list(kv)), 1)} KiB of KV cache per token for every block type"),
+        Fact(
+            page,
+            f"grows by {span([x['sdpa_MiB'] for x in long], 0)} MiB through sdpa against "
+            f"{span([x['eager_MiB'] for x in long], 0)} MiB for an eager T×T reference "
+            f"({span([x['eager_over_sdpa'] for x in long], 1)}×)",
+        ),
+        Fact(
+            page,
+            f"at commit {_common([run(n)['meta']['commit'] for n in DECODE_RUNS])}, whose model code is that of "
+            f"{runs[0]['meta']['commit']}",
+        ),
+        Fact(
+            page,
+            f"({span([r['generate']['batch_1']['gpt2']['tokens_per_s'] for r in every], 1)} tokens/s at batch 1, "
+            f"{span([r['generate']['batch_8']['gpt2']['tokens_per_s'] for r in every], 1)} at batch 8)",
+        ),
+        Fact(
+            page,
+            f"streams the weights at {span([r['linear_GBps'] for r in gemv.values()], 0)} GB/s where the "
+            f"matrix-vector product `F.linear` takes gets {span([r['f_linear_GBps'] for r in gemv.values()], 0)}",
+        ),
+        Fact(
+            page,
+            f"{num(rate['QKV'], 1)}× for the QKV matrix, {num(rate['MLP-in'], 1)}× for MLP-in, "
+            f"{num(rate['head'], 1)}× for the tied head, {num(rate['MLP-out'], 1)}× for MLP-out",
+        ),
+        Fact(page, f"sas_p's ratio sits at {span(decode8, 2)}× its bound by the runs' medians"),
+        Fact(
+            page,
+            f"sas_p gains less than its {100 * (1 - weights['sas_p']['gemm_weights'] / weights['gpt2']['gemm_weights']):.0f}% "
+            "fewer weight bytes",
+        ),
+        Fact(
+            page,
+            f"had cost `generate` {span([c['ratio_median'] for k, c in before_after.items() if k.startswith('generate')], 2)}× "
+            "its speed",
+        ),
+        Fact(
+            page,
+            f"`pre_ln_llama` / Llama is below 1.0 in runs 13 and 14 ({num(llama[0])}, {num(llama[1])}) and above "
+            f"in 15 and 16 ({num(llama[2])}, {num(llama[3])}); sas_p / pre_ln at {num(sas_p_train[1])} in run 14 is "
+            f"{num(sas_p_train[1] / sas_p_bound, 2)} of its bound",
+        ),
+        Fact(page, f"({span(by_run(2, FAST_HOST_RUNS))} in runs 9–12 on such a host"),
+        Fact(page, f"{gemm_alone(run14['mfu']['pre_ln'])} on run 14's host"),
+        Fact(
+            page,
+            gemm_alone(run12["mfu"]["pre_ln"]).replace(f"{num(run12['mfu']['pre_ln']['gemm_gflop'], 1)} GFLOP in ", "")
+            + " on run 12's",
+        ),
+        Fact(
+            page,
+            f"`mm` + `addmm_` take {pre_ln_profile[0]:.0f} ms in pre_ln and {sas_p_profile[0]:.0f} ms in sas_p "
+            f"({num(pre_ln_profile[0] / sas_p_profile[0])}), the other ops {pre_ln_profile[1]:.0f} against "
+            f"{sas_p_profile[1]:.0f} ms ({num(pre_ln_profile[1] / sas_p_profile[1])})",
+        ),
+        Fact(page, f"`aten::mul` {sas_p_profile[2]} calls against {pre_ln_profile[2]}"),
+        Fact(
+            page,
+            f"The counted threshold, {targets.TARGETS[0].fraction:g} × {num(sas_p_bound)} = "
+            f"{num(targets.TARGETS[0].fraction * sas_p_bound)}, lies inside one run's noise (run 14's "
+            f"{num(sas_p_train[1])} is below it, the pooled median meets it)",
+        ),
+        Fact(
+            page,
+            f"(`torch.compile`, which fuses it: {span([ratio(r['compile'], 'sas_p', 'pre_ln')['median'] for r in runs])} "
+            "in runs 13–16)",
+        ),
+        Fact(
+            page,
+            f"(bound 1.000; {' and '.join(num(x) for x in by_run(2, FAST_HOST_RUNS)[2:])} in runs 11–12, "
+            f"{span(by_run(2))} in runs 13–16)",
+        ),
+        Fact(
+            page,
+            f"GPT-2 spends {num(run12['mfu']['gpt2']['step_median_s'] - run12['mfu']['gpt2']['gemm_time_alone_s'], 2)} s "
+            f"of its {num(run12['mfu']['gpt2']['step_median_s'])} s step outside its GEMMs "
+            f"({num(run12['mfu']['gpt2']['gemm_time_alone_s'])} s timed alone), pre_ln "
+            f"{num(run12['mfu']['pre_ln']['step_median_s'] - run12['mfu']['pre_ln']['gemm_time_alone_s'], 2)} s",
+        ),
+        Fact(
+            page,
+            f"({span([r['fused_speedup']['ratio_median'] for r in loss['pre_ln']])}× on our own pre_ln in runs "
+            "13–16, `loss`)",
+        ),
+        Fact(
+            "README.md",
+            f"The fused LM head + loss takes {_common([f'{x:.0f}' for x in fused_saving])}% off a training "
+            f"step's peak memory ({_common([num(r['fused']['peak_MiB'], 0) for r in loss['pre_ln']])} against "
+            f"{_common([num(r['logits']['peak_MiB'], 0) for r in loss['pre_ln']])} MiB for pre_ln)",
+        ),
+        Fact(
+            "README.md",
+            f"a step grows the resident set by {span([r['step_memory']['pre_ln']['vs_gpt2'] for r in runs], 2)}× "
+            "GPT-2's",
+        ),
+        Fact("README.md", f"the KV cache is {_common(list(kv)):.0f} KiB per token for every block type"),
+        Fact(
+            "docs/training.md",
+            "real tokens/s of the packed row over the padded batch, by run: "
+            f"{span([r['packing']['pre_ln']['packed_over_padded']['ratio_median'] for r in runs], 2)}× for pre_ln, "
+            f"{span([r['packing']['sas_p']['packed_over_padded']['ratio_median'] for r in runs], 2)}× for sas_p",
+        ),
+        Fact(
+            "docs/training.md",
+            f"the padded batch wastes "
+            f"{100 * (1 - run16['packing']['tokens'] / run16['packing']['padded_tokens']):.0f}% of its tokens",
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -472,6 +472,13 @@ def facts() -> list[Fact]:
 
 
 WORDS = {0: "none", 1: "one", 2: "two", 3: "three", 4: "all four"}
+COUNTS = dict(enumerate(("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")))
+
+
+def bracketed(result: dict[str, Any]) -> str:
+    """Whether every sweep of a family bracketed its best lr, in prose."""
+    every = all(row["bracketed"] for row in result["lr_sweep"].values())
+    return "bracketed" if every else "did not all bracket"
 
 
 def in_both(result: dict[str, Any], name: str) -> str:
@@ -488,10 +495,11 @@ def _ahead(result: dict[str, Any], setting: str, name: str) -> tuple[str, list[s
     return num(-mean, 1), [num(-g, 1) for g in seeds]
 
 
-def _common(words: list[str]) -> str:
-    """The one word every verdict in `words` shares (a fact fails to format if they differ)."""
-    (word,) = set(words)
-    return word
+def _common(values: list[Any]) -> Any:
+    """The one value that all of `values` print as, where the prose states one figure for several runs or blocks."""
+    if len(set(values)) != 1:
+        raise ValueError(f"the prose states one figure where the JSON gives {sorted(set(values))}: reword it")
+    return values[0]
 
 
 def raptr_lead() -> str:
@@ -530,6 +538,9 @@ def reproduction_facts() -> list[Fact]:
     )
     page = "docs/reproduction.md"
     return [
+        Fact(page, f"All {COUNTS[len(cp['lr_sweep'])]} variants"),
+        Fact(page, f"ablation) {bracketed(cp)} their best lr"),
+        Fact(page, f"Every sweep {bracketed(mlm)} its best lr"),
         Fact(page, f"{timing['warmup']} warm-up and {timing['rounds']} timed steps"),
         Fact(page, f"({span([r['parameters'] / 1e6 for r in cp['runs']], 1)}M parameters;"),
         Fact(
@@ -648,6 +659,7 @@ def readme_reproduction_facts() -> list[Fact]:
     finetune = _common([verdict_word(c["verdict"]) for c in mlm["finetune"]["claims"]])
     page = "README.md"
     return [
+        Fact(page, f"On next-token prediction every sweep {bracketed(cp)} its optimum"),
         Fact(
             page,
             "SAS and SAS-P within 2% of Pre-LN per step (Fig. 23) "

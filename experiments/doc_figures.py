@@ -10,7 +10,7 @@ Two mechanisms, both checked by `tests/test_doc_figures.py`:
   text, which the doc then no longer contains.
 
     python -m experiments.doc_figures          # rewrite every generated block
-    python -m experiments.doc_figures --check  # exit 1 naming every stale block and every fact a doc lacks
+    python -m experiments.doc_figures --check  # exit 1 naming every stale block, missing fact, unchecked verdict
 
 Numbers that stay hand-written on these pages, and why: the protocol and the shapes a command or preset sets
 (steps, seeds, the lr grid, batch, recipe constants; the code and its tests own them); the papers' own numbers,
@@ -466,6 +466,24 @@ def missing_facts() -> list[Fact]:
     return [fact for fact in facts() if normalise(fact.text) not in pages[fact.page]]
 
 
+#: the verdict words of the pages that are not a verdict (a definition, an English use)
+NOT_VERDICTS = ("A verdict is **inconclusive** with one seed", "the peak lr held constant")
+_VERDICT = re.compile(r"\b(held|did not hold|inconclusive)\b(?!-)")
+
+
+def unchecked_verdicts() -> list[str]:
+    """Each verdict word of `PAGES` outside a generated block, a fact and `NOT_VERDICTS`, with its context."""
+    found = []
+    checked = [*facts(), *(Fact(page, text) for page in PAGES for text in NOT_VERDICTS)]
+    for page in PAGES:
+        text = normalise(_BLOCK.sub(" ", (REPO / page).read_text()))
+        spans = [m.span() for f in checked if f.page == page for m in re.finditer(re.escape(normalise(f.text)), text)]
+        for m in _VERDICT.finditer(text):
+            if not any(a <= m.start() < b for a, b in spans):
+                found.append(f"{page}: …{text[max(0, m.start() - 80) : m.end() + 20]}…")
+    return found
+
+
 def facts() -> list[Fact]:
     """Every number and verdict of hand-written prose on `PAGES` that the committed JSON determines."""
     return [*reproduction_facts(), *raptr_facts(), *speed_facts()]
@@ -557,6 +575,11 @@ def reproduction_facts() -> list[Fact]:
         ),
         Fact(page, f"(each variant had {min(sweep_sizes)} to {max(sweep_sizes)} lrs to choose from)"),
         Fact(page, f"the validation split ({_common([row['eval_examples'] for row in tuned.values()])})"),
+        Fact(
+            page,
+            "App. D.1's finding that SAS and SAS-P share Pre-LN's best lr "
+            f"**{'held' if lrs['sas'] == lrs['sas_p'] == shared_lr else 'did not hold'} here**",
+        ),
         Fact(
             page,
             f"their best lrs are {lrs['sas'] / shared_lr:g}× and {lrs['sas_p'] / shared_lr:g}× Pre-LN's, "
@@ -971,12 +994,14 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(page)
             if not check:
                 path.write_text(new)
-    missing = missing_facts()
+    missing, unchecked = missing_facts(), unchecked_verdicts()
     for page in stale:
         print(f"{page}: generated blocks {'stale' if check else 'rewritten'}")
     for fact in missing:
         print(f"{fact.page}: lacks {fact.text!r}")
-    return 1 if missing or (check and stale) else 0
+    for context in unchecked:
+        print(f"a verdict no fact checks: {context}")
+    return 1 if missing or unchecked or (check and stale) else 0
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ def test_verdict_words_are_the_committed_verdicts():
                 assert word in ("held", "did not hold", "inconclusive"), row["verdict"]
                 cell = doc_figures._claim_cell(row)
                 assert cell.lstrip("*").startswith(word) and cell in page
+    assert not doc_figures.unchecked_verdicts(), "\n".join(doc_figures.unchecked_verdicts())
     assert doc_figures.verdict_word("did NOT hold") == "did not hold"
     assert doc_figures.verdict_word("inconclusive (seeds disagree)") == "inconclusive"
     cp = doc_figures.reproduction("codeparrot-tiny")

@@ -72,10 +72,10 @@ def signed(x: float, digits: int = 3) -> str:
     return ("+" if x >= 0 else "") + num(x, digits)
 
 
-def span(values: list[float], digits: int = 3, sep: str = "–") -> str:
+def span(values: list[float], digits: int = 3) -> str:
     """min–max of `values` at `digits` decimals, one figure where both print the same."""
     low, high = num(min(values), digits), num(max(values), digits)
-    return low if low == high else f"{low}{sep}{high}"
+    return low if low == high else f"{low}–{high}"
 
 
 def lr_text(lr: float) -> str:
@@ -94,12 +94,6 @@ def claim(result: dict[str, Any], setting: str, name: str) -> dict[str, Any]:
     """The committed claim of `setting` whose name starts with `name`."""
     (row,) = [c for c in result["settings"][setting]["claims"] if c["claim"].startswith(name)]
     return row
-
-
-def both_settings(result: dict[str, Any], name: str) -> str:
-    """A claim's verdict word where both settings agree, else both, each with its setting."""
-    best, shared = (verdict_word(claim(result, s, name)["verdict"]) for s in SETTINGS)
-    return best if best == shared else f"{best} at the blocks' own best lrs and {shared} at Pre-LN's"
 
 
 def claim_gaps(row: dict[str, Any]) -> tuple[float, list[float]]:
@@ -339,16 +333,25 @@ def speed_score_table() -> str:
     return "\n".join(lines)
 
 
-def pooled(index: int) -> dict[str, Any]:
-    """`benchmarks.targets`' figures for `TARGETS[index]` over the current runs (training: the full runs only)."""
-    names = CURRENT_RUNS if targets.TARGETS[index].label.startswith("training") else (*CURRENT_RUNS, *DECODE_RUNS)
-    return targets.evaluate(targets.TARGETS[index], {name: run(name) for name in names})
+def target(label: str) -> targets.Target:
+    """The target of `benchmarks.targets` whose label starts with `label`."""
+    (found,) = [t for t in targets.TARGETS if t.label.startswith(label)]
+    return found
 
 
-def by_run(index: int, names: tuple[str, ...] = CURRENT_RUNS) -> list[float]:
-    """A target's per-run medians (excluded runs included)."""
-    result = targets.evaluate(targets.TARGETS[index], {name: run(name) for name in names})
-    return [cell["ratio"] for cell in result["runs"].values()]
+SAS_P_TRAIN, SAS_TRAIN = target("training: sas_p /"), target("training: sas /")
+GPT2_TRAIN, LLAMA_TRAIN = target("training: our pre_ln /"), target("training: `pre_ln_llama`")
+
+
+def pooled(t: targets.Target) -> dict[str, Any]:
+    """`benchmarks.targets`' figures for `t` over the current runs (those that hold its rows)."""
+    return targets.evaluate(t, {name: run(name) for name in (*CURRENT_RUNS, *DECODE_RUNS)})
+
+
+def by_run(t: targets.Target, names: tuple[str, ...] = CURRENT_RUNS) -> list[float]:
+    """A target's per-run medians over `names` (excluded runs included)."""
+    result = targets.evaluate(t, {name: run(name) for name in names})
+    return [cell["ratio"] for cell in result["runs"].values() if cell is not None]
 
 
 def peaks(names: tuple[str, ...]) -> list[float]:
@@ -360,15 +363,15 @@ def speed_targets_table() -> str:
         "| target | pooled median (range; rounds) | bound | pooled / bound | met |",
         "|---|---|---|---|---|",
     ]
-    for index, target in enumerate(targets.TARGETS):
-        p = pooled(index)["pooled"]
+    for t in targets.TARGETS:
+        p = pooled(t)["pooled"]
         if p is None:
-            why = f"not counted: GEMM peaks {span(peaks(CURRENT_RUNS), 0)} GFLOP/s (by run {span(by_run(index))})"
-            lines.append(f"| {target.label} | {why} | - | - | - |")
+            why = f"not counted: GEMM peaks {span(peaks(CURRENT_RUNS), 0)} GFLOP/s (by run {span(by_run(t))})"
+            lines.append(f"| {t.label} | {why} | - | - | - |")
             continue
         figure = f"{num(p['ratio'])} ({num(p['low'])}–{num(p['high'])}; {p['rounds']})"
-        weight_bounds = {cell["weight_bound"] for cell in pooled(index)["runs"].values() if cell["weight_bound"]}
-        label = target.label
+        weight_bounds = {cell["weight_bound"] for cell in pooled(t)["runs"].values() if cell and cell["weight_bound"]}
+        label = t.label
         if len(weight_bounds) == 1:
             label = label.replace("weight-bytes bound beside", f"bytes bound {num(*weight_bounds)}")
         met = "yes" if p["met"] else "NO"
@@ -377,35 +380,37 @@ def speed_targets_table() -> str:
 
 
 def readme_speed_table() -> str:
-    def pool(index: int) -> dict[str, Any]:
-        return pooled(index)["pooled"]
-
-    def figure(index: int) -> str:
-        p = pool(index)
+    def figure(t: targets.Target) -> str:
+        p = pooled(t)["pooled"]
         return f"{num(p['ratio'])} ({num(p['low'])}–{num(p['high'])})"
 
+    def median(label: str) -> str:
+        return num(pooled(target(label))["pooled"]["ratio"])
+
     gpt2 = (
-        f"{span(by_run(2))} by run on these {span(peaks(CURRENT_RUNS), 0)} GFLOP/s hosts; "
-        f"{span(by_run(2, FAST_HOST_RUNS))} on {span(peaks(FAST_HOST_RUNS), 0)} GFLOP/s hosts (runs 9–12)"
+        f"{span(by_run(GPT2_TRAIN))} by run on these {span(peaks(CURRENT_RUNS), 0)} GFLOP/s hosts; "
+        f"{span(by_run(GPT2_TRAIN, FAST_HOST_RUNS))} on {span(peaks(FAST_HOST_RUNS), 0)} GFLOP/s hosts (runs 9–12)"
     )
     decode = run(CURRENT_RUNS[0])["generate"]
     lines = [
         "| ratio | bound | pooled median (per-round range) |",
         "|---|---|---|",
-        f"| training: sas_p / pre_ln | {num(pool(0)['bound'])} | {figure(0)} |",
-        f"| training: sas / pre_ln | {num(pool(1)['bound'])} | {figure(1)} |",
+        f"| training: sas_p / pre_ln | {num(pooled(SAS_P_TRAIN)['pooled']['bound'])} | {figure(SAS_P_TRAIN)} |",
+        f"| training: sas / pre_ln | {num(pooled(SAS_TRAIN)['pooled']['bound'])} | {figure(SAS_TRAIN)} |",
         f"| training: our pre_ln / `GPT2LMHeadModel` | 1.000 | {gpt2} |",
-        f"| training: `pre_ln_llama` / `LlamaForCausalLM` | 1.000 | {figure(3)}; by run {span(by_run(3))} |",
+        f"| training: `pre_ln_llama` / `LlamaForCausalLM` | 1.000 | {figure(LLAMA_TRAIN)}; by run "
+        f"{span(by_run(LLAMA_TRAIN))} |",
     ]
-    for batch, (sas_p, pre_ln) in ((1, (4, 5)), (8, (6, 7))):
+    for batch in (1, 8):
         bound = decode[f"batch_{batch}"]["sas_p"]["weight_bound_vs_gpt2"]
         lines.append(
             f"| `generate`, batch {batch}: sas_p / pre_ln / GPT-2 | {num(bound)} / 1.000 | "
-            f"{num(pool(sas_p)['ratio'])} / {num(pool(pre_ln)['ratio'])} |"
+            f"{median(f'generate batch {batch}: sas_p')} / {median(f'generate batch {batch}: pre_ln')} |"
         )
+    score_bound = num(pooled(target("scoring 8x128: sas /"))["pooled"]["bound"])
     lines.append(
-        f"| scoring 8 × 128: sas / sas_p over pre_ln | {num(pool(8)['bound'])} | "
-        f"{num(pool(8)['ratio'])} / {num(pool(9)['ratio'])} |"
+        f"| scoring 8 × 128: sas / sas_p over pre_ln | {score_bound} | "
+        f"{median('scoring 8x128: sas /')} / {median('scoring 8x128: sas_p')} |"
     )
     return "\n".join(lines)
 
@@ -769,8 +774,8 @@ def speed_facts() -> list[Fact]:
         )
     }
     before_after = json.loads((BENCHMARK / "attention_interface_before_after.json").read_text())["cases"]
-    sas_p_train = by_run(0)
-    llama = by_run(3)
+    sas_p_train = by_run(SAS_P_TRAIN)
+    llama = by_run(LLAMA_TRAIN)
     decode8 = [ratio(r["generate"]["batch_8"], "sas_p", "gpt2")["median"] / byte_bound for r in every]
 
     def profile(row: dict[str, Any]) -> tuple[float, float, int]:
@@ -795,7 +800,7 @@ def speed_facts() -> list[Fact]:
             f"runs 9–12 had a GEMM peak of {span(peaks(FAST_HOST_RUNS), 0)} GFLOP/s, runs 13–16 (the current "
             f"figures) {span(peaks(CURRENT_RUNS), 0)} (`mfu`)",
         ),
-        Fact(page, f"give sas_p / pre_ln {', '.join(num(x) for x in by_run(0, FAST_HOST_RUNS))}"),
+        Fact(page, f"give sas_p / pre_ln {', '.join(num(x) for x in by_run(SAS_P_TRAIN, FAST_HOST_RUNS))}"),
         Fact(
             page,
             f"{num(run16['train']['gpt2']['matmul_flops_per_token'] / 1e6, 1)} MFLOP a token for GPT-2, Llama and "
@@ -829,8 +834,8 @@ def speed_facts() -> list[Fact]:
         ),
         Fact(
             page,
-            f"(pre_ln / GPT-2 {span(by_run(2, FAST_HOST_RUNS))} there, {span(by_run(2))} here; `pre_ln_llama` / "
-            f"Llama {span(by_run(3, FAST_HOST_RUNS))} there, {span(llama)} here)",
+            f"(pre_ln / GPT-2 {span(by_run(GPT2_TRAIN, FAST_HOST_RUNS))} there, {span(by_run(GPT2_TRAIN))} here; `pre_ln_llama` / "
+            f"Llama {span(by_run(LLAMA_TRAIN, FAST_HOST_RUNS))} there, {span(llama)} here)",
         ),
         Fact(
             page,
@@ -890,7 +895,7 @@ def speed_facts() -> list[Fact]:
             f"in 15 and 16 ({num(llama[2])}, {num(llama[3])}); sas_p / pre_ln at {num(sas_p_train[1])} in run 14 is "
             f"{num(sas_p_train[1] / sas_p_bound, 2)} of its bound",
         ),
-        Fact(page, f"({span(by_run(2, FAST_HOST_RUNS))} in runs 9–12 on such a host"),
+        Fact(page, f"({span(by_run(GPT2_TRAIN, FAST_HOST_RUNS))} in runs 9–12 on such a host"),
         Fact(page, f"{gemm_alone(run14['mfu']['pre_ln'])} on run 14's host"),
         Fact(
             page,
@@ -906,8 +911,8 @@ def speed_facts() -> list[Fact]:
         Fact(page, f"`aten::mul` {sas_p_profile[2]} calls against {pre_ln_profile[2]}"),
         Fact(
             page,
-            f"The counted threshold, {targets.TARGETS[0].fraction:g} × {num(sas_p_bound)} = "
-            f"{num(targets.TARGETS[0].fraction * sas_p_bound)}, lies inside one run's noise (run 14's "
+            f"The counted threshold, {SAS_P_TRAIN.fraction:g} × {num(sas_p_bound)} = "
+            f"{num(SAS_P_TRAIN.fraction * sas_p_bound)}, lies inside one run's noise (run 14's "
             f"{num(sas_p_train[1])} is below it, the pooled median meets it)",
         ),
         Fact(
@@ -917,8 +922,8 @@ def speed_facts() -> list[Fact]:
         ),
         Fact(
             page,
-            f"(bound 1.000; {' and '.join(num(x) for x in by_run(2, FAST_HOST_RUNS)[2:])} in runs 11–12, "
-            f"{span(by_run(2))} in runs 13–16)",
+            f"(bound 1.000; {' and '.join(num(x) for x in by_run(GPT2_TRAIN, FAST_HOST_RUNS)[2:])} in runs 11–12, "
+            f"{span(by_run(GPT2_TRAIN))} in runs 13–16)",
         ),
         Fact(
             page,
@@ -940,7 +945,7 @@ def speed_facts() -> list[Fact]:
         Fact(page, f"**sas_p against {num(sas_p_bound)}.**"),
         Fact(
             page,
-            f"Our pre_ln / GPT-2 ≥ {targets.TARGETS[2].bound({}):g} is counted only on a host with a GEMM peak of "
+            f"Our pre_ln / GPT-2 ≥ {GPT2_TRAIN.bound({}):g} is counted only on a host with a GEMM peak of "
             f"{targets.FAST_HOST_GFLOPS:.0f} GFLOP/s or more",
         ),
         Fact(

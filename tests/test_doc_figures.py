@@ -70,9 +70,10 @@ def test_verdict_words_are_the_committed_verdicts():
     assert doc_figures.verdict_word("did NOT hold") == "did not hold"
     assert doc_figures.verdict_word("inconclusive (seeds disagree)") == "inconclusive"
     cp = doc_figures.reproduction("codeparrot-tiny")
-    assert doc_figures.both_settings(cp, "SAS-P ahead of SAS") == "did not hold"
-    assert doc_figures.both_settings(cp, "SAS-P within 2% of the parallel") == (
-        "did not hold at the blocks' own best lrs and inconclusive at Pre-LN's"
+    assert doc_figures.in_both(cp, "SAS-P ahead of SAS") == "did not hold in either setting"
+    assert doc_figures.in_both(cp, "SAS ahead of Pre-LN") == "held in both settings"
+    assert doc_figures.in_both(cp, "SAS-P within 2% of the parallel") == (
+        "did not hold at the blocks' own best lrs, inconclusive at Pre-LN's"
     )
 
 

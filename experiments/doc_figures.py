@@ -496,8 +496,8 @@ def facts() -> list[Fact]:
     return [*reproduction_facts(), *raptr_facts(), *speed_facts()]
 
 
-WORDS = {0: "none", 1: "one", 2: "two", 3: "three", 4: "all four"}
-COUNTS = dict(enumerate(("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")))
+#: counts as the prose spells them
+COUNTS = dict(enumerate(("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")))
 
 
 def bracketed(result: dict[str, Any]) -> str:
@@ -665,7 +665,7 @@ def reproduction_facts() -> list[Fact]:
         Fact(
             page,
             f"is **{_common([verdict_word(c['verdict']) for c in finetune['claims']])}** here for both: SAS and "
-            f"SAS-P end {span(behind, 1)} points below pre_ln (significant on {WORDS[significant]} of the four seed "
+            f"SAS-P end {span(behind, 1)} points below pre_ln (significant on {COUNTS[significant]} of the four seed "
             "pairs)",
         ),
         *readme_reproduction_facts(),
@@ -961,7 +961,7 @@ def speed_facts() -> list[Fact]:
             )
             + f"{_common([r['meta']['machine'].split(', ')[1].split()[0] for r in runs])} shared CPU cores)",
         ),
-        Fact("README.md", f"Pooled over the {WORDS[len(runs)].removeprefix('all ')} full runs of the current code"),
+        Fact("README.md", f"Pooled over the {COUNTS[len(runs)]} full runs of the current code"),
         Fact(
             "README.md",
             f"The fused LM head + loss takes {_common([f'{x:.0f}' for x in fused_saving])}% off a training "

@@ -1,7 +1,7 @@
 """The performance targets counted over committed `make bench` runs: one row per target, each run's figure (the
 median of its per-round ratios, with their range; ✓ where it alone meets the target) and the pooled figure, the
-median of every round's ratio of every run, beside the bound the target is a fraction of. The README's and docs/speed.md's Speed tables are its
-output.
+median of every round's ratio of every run, beside the bound the target is a fraction of. The README's Speed table and
+docs/speed.md's targets table are its figures over runs 13–16 and decode1/2 (`python -m experiments.doc_figures`).
 
     python -m benchmarks.targets docs/benchmark/run13.json docs/benchmark/run14.json docs/benchmark/run15.json
 

@@ -43,8 +43,8 @@ class Variant:
 VARIANTS: dict[str, Variant] = {name: Variant(name) for name in BLOCKS} | {
     "sas_softmax": Variant("sas", {"attention_type": "softmax"}),
 }
-#: the variants a task trains by default: every causal variant; on the masked-LM side the blocks of the paper's
-#: crammed-BERT comparison with normalisation (Fig. 7), and SAS-P without norms
+#: the variants a task trains by default: every causal variant; on the masked-LM side Fig. 7's blocks with
+#: normalisation less V-SkipInit (Pre-LN, parallel, SAS, SAS-P), and SAS-P without norms
 DEFAULT_VARIANTS = {
     "causal-lm": tuple(VARIANTS),
     "masked-lm": ("pre_ln", "parallel", "sas", "sas_p", "simplest"),

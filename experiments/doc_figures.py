@@ -1,0 +1,1017 @@
+"""The docs' figures from the committed JSON: `docs/reproduction/<family>/results.json` (`make reproduce`) and the
+`make bench` runs in `docs/benchmark/`.
+
+Two mechanisms, both checked by `tests/test_doc_figures.py`:
+
+- **Generated blocks.** A table between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` in README.md or a
+  page of docs/ is `BLOCKS[NAME]` rendered from the JSON; this tool rewrites every such block.
+- **Checked facts.** A number or verdict in hand-written prose is a `Fact`: the doc and the text as it must appear
+  there (whitespace aside), formatted from the JSON at the precision the doc prints. A changed result changes the
+  text, which the doc then no longer contains.
+
+    python -m experiments.doc_figures          # rewrite every generated block
+    python -m experiments.doc_figures --check  # exit 1 naming every stale block, missing fact, unchecked verdict
+
+Numbers that stay hand-written on these pages, and why: the protocol and the shapes a command or preset sets
+(steps, seeds, the lr grid, batch, recipe constants; the code and its tests own them); the papers' own numbers,
+quoted; section, figure and table references; and measurements no committed JSON holds, each labelled in its
+sentence as one session's measurement or with its CHANGELOG entry (one-step profiles of Llama and of a decoding
+step, the `C·X` call timing, the fused parallel-block GEMM, `make reproduce`'s wall time from its logs, the slow
+DDP test's duration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks import targets
+from benchmarks.common import per_round
+from experiments.reproduce.analysis import Z
+
+REPO = Path(__file__).resolve().parents[1]
+REPRODUCTION = REPO / "docs" / "reproduction"
+BENCHMARK = REPO / "docs" / "benchmark"
+#: the full `make bench` runs of the current model code, and its two `generate` / `score` runs
+CURRENT_RUNS = ("run13", "run14", "run15", "run16")
+DECODE_RUNS = ("decode1", "decode2")
+#: full runs of earlier code on a host with a 430 GFLOP/s GEMM peak: the evidence that the anchors' ratios depend on it
+FAST_HOST_RUNS = ("run9", "run10", "run11", "run12")
+#: the reproduction's two settings: each variant at its own best lr, every variant at Pre-LN's
+SETTINGS = ("best_lr", "shared_lr")
+#: He & Hofmann's Table 1: micro-batch steps per 24 hours against Pre-LN's (2080Ti), a quoted constant
+PAPER_TABLE1_SPEED = {"pre_ln": "1", "parallel": "1.05", "sas": "1.09", "sas_p": "1.16", "simplest": "1.20"}
+
+
+# -- the data ------------------------------------------------------------------------------------------------------
+@functools.cache
+def reproduction(family: str) -> dict[str, Any]:
+    return json.loads((REPRODUCTION / family / "results.json").read_text())
+
+
+@functools.cache
+def run(name: str) -> dict[str, Any]:
+    return json.loads((BENCHMARK / f"{name}.json").read_text())
+
+
+# -- formatting at the printed precision ---------------------------------------------------------------------------
+def num(x: float, digits: int = 3) -> str:
+    """`x` with `digits` decimals, a negative one with the typographic minus the docs use."""
+    return f"{x:.{digits}f}".replace("-", "−")
+
+
+def signed(x: float, digits: int = 3) -> str:
+    return ("+" if x >= 0 else "") + num(x, digits)
+
+
+def span(values: list[float], digits: int = 3) -> str:
+    """min–max of `values` at `digits` decimals, one figure where both print the same."""
+    low, high = num(min(values), digits), num(max(values), digits)
+    return low if low == high else f"{low}–{high}"
+
+
+def lr_text(lr: float) -> str:
+    """0.004 → 4e-3, 0.016 → 1.6e-2 (how the docs write lrs)."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
+def verdict_word(verdict: str) -> str:
+    """The committed verdict as the docs say it: held, did not hold, inconclusive (its reason dropped), not run."""
+    return verdict.replace("did NOT hold", "did not hold").split(" (")[0]
+
+
+# -- the reproduction ----------------------------------------------------------------------------------------------
+def claim(result: dict[str, Any], setting: str, name: str) -> dict[str, Any]:
+    """The committed claim of `setting` whose name starts with `name`."""
+    (row,) = [c for c in result["settings"][setting]["claims"] if c["claim"].startswith(name)]
+    return row
+
+
+def claim_gaps(row: dict[str, Any]) -> tuple[float, list[float]]:
+    """The first block's loss against the second's at the compared point, %: on the seed means, and per seed."""
+    a, b = row["loss"].values()
+    return 100 * (statistics.fmean(a) / statistics.fmean(b) - 1), [100 * (x / y - 1) for x, y in zip(a, b)]
+
+
+def _pct(x: float) -> str:
+    return signed(x, 1) + "%"
+
+
+def _claim_cell(row: dict[str, Any]) -> str:
+    if row["verdict"] == "not run":
+        return "not run"
+    mean, seeds = claim_gaps(row)
+    word = row["verdict"].replace("did NOT hold", "did not hold")
+    word = f"**{word}**" if word in ("held", "did not hold") else word
+    return f"{word}: {_pct(mean)} (seeds {', '.join(_pct(g) for g in seeds)})"
+
+
+def claims_table(family: str) -> str:
+    result = reproduction(family)
+    lines = ["| claim (where the paper makes it: its sentence) | its best lr | Pre-LN's lr |", "|---|---|---|"]
+    for best in result["settings"]["best_lr"]["claims"]:
+        shared = claim(result, "shared_lr", best["claim"])
+        lines.append(f"| {best['claim']} ({best['source']}) | {_claim_cell(best)} | {_claim_cell(shared)} |")
+    return "\n".join(lines)
+
+
+def _sweep_cell(lr: float, loss: float) -> str:
+    return f"{lr_text(lr)} ({'diverged' if loss == float('inf') else num(loss)})"
+
+
+def sweep_table(family: str) -> str:
+    """Each variant's chosen lr and the lrs either side of it, with the training loss at the end (seed 0)."""
+    lines = ["| variant | chosen lr | bracketed by (training loss at the end) |", "|---|---|---|"]
+    for name, row in reproduction(family)["lr_sweep"].items():
+        seed = str(row["criterion_seed"])
+        loss = {p["lr"]: p["train_loss_end"][seed] for p in row["points"] if p["swept"]}
+        below = [lr for lr in sorted(loss) if lr < row["chosen"]]
+        above = [lr for lr in sorted(loss) if lr > row["chosen"]]
+        sides = ", ".join(_sweep_cell(lr, loss[lr]) for lr in (below[-1:] + above[:1]))
+        chosen = _sweep_cell(row["chosen"], loss[row["chosen"]])
+        lines.append(f"| {name} | {chosen} | {sides if row['bracketed'] else 'NOT bracketed'} |")
+    return "\n".join(lines)
+
+
+def _final(table: dict[str, Any], name: str) -> str:
+    row = table[name]
+    return f"{num(row['eval_loss@100%'][0])} [{', '.join(num(v) for v in row['eval_loss_per_seed'])}]"
+
+
+def eval_table(family: str) -> str:
+    """Final eval loss, mean [per seed], at each variant's best lr and at Pre-LN's; the causal side adds the
+    generalisation gap, the masked side the measured speed beside Table 1's."""
+    result = reproduction(family)
+    best, shared = (result["settings"][s]["table"] for s in SETTINGS)
+    causal = result["task"] == "causal-lm"
+    shared_lr = lr_text(result["lrs"]["shared_lr"])
+    head = f"| variant | at its best lr | at Pre-LN's lr ({shared_lr}) | "
+    head += "gap at its best lr |" if causal else "speed vs pre_ln | Table 1's speed |"
+    lines = [head, "|---|---|---|---|" + ("" if causal else "---|")]
+    for name in best:
+        same = best[name]["learning_rate"] == result["lrs"]["shared_lr"]
+        cells = [_final(best, name), "(the same runs)" if same else _final(shared, name)]
+        if causal:
+            cells.append(num(best[name]["generalisation_gap"][0], 2))
+        else:
+            speed = result["timing"]["variants"][name]["speed_vs_pre_ln"]
+            low_high = span([speed["ratio_low"], speed["ratio_high"]])
+            cells.append("1" if name == "pre_ln" else f"{num(speed['ratio_median'])} ({low_high})")
+            cells.append(PAPER_TABLE1_SPEED[name])
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+#: the RaPTr comparisons as the tables name them
+RAPTR_SETTINGS = {
+    "equal_steps": "equal steps",
+    "equal_flops": "equal layer FLOPs",
+    "same_schedule": "equal steps, the full model on RaPTr's stagewise lr schedule too",
+}
+
+
+def raptr_table() -> str:
+    lines = [
+        "| setting | the paper | full → RaPTr, final eval loss (seed 0; seed 1) | RaPTr − full: mean (per seed) |",
+        "|---|---|---|---|",
+    ]
+    for key, row in reproduction("codeparrot-tiny")["raptr"].items():
+        steps = row["steps"]
+        flops = ", ".join(num(x) for x in row["realised_relative_flops"])
+        setting = (
+            f"{RAPTR_SETTINGS[key]}, {steps['full']} full / {steps['raptr']} RaPTr steps (realised layer FLOPs {flops})"
+        )
+        paper = row["paper"].split(". Not as in the paper")[0]
+        losses = "; ".join(f"{num(f)} → {num(r)}" for f, r in zip(row["full_loss"], row["raptr_loss"]))
+        gaps = f"{num(row['raptr_minus_full_mean'])} ({', '.join(num(d) for d in row['raptr_minus_full'])})"
+        lines.append(f"| {setting} | {paper} | {losses} | {gaps} |")
+    return "\n".join(lines)
+
+
+def finetune_table() -> str:
+    lines = [
+        "| variant | accuracy %, mean [seed 0, seed 1] | final eval loss (seed 0, seed 1) |",
+        "|---|---|---|",
+    ]
+    for name, row in reproduction("crammed-bert-tiny")["finetune"]["table"].items():
+        label = "pre_ln from scratch (the control)" if name == "pre_ln_from_scratch" else name
+        accuracy = f"{num(row['accuracy'][0], 2)} [{', '.join(num(a, 2) for a in row['accuracy_per_seed'])}]"
+        lines.append(f"| {label} | {accuracy} | {', '.join(num(v, 2) for v in row['eval_loss_per_seed'])} |")
+    return "\n".join(lines)
+
+
+# -- the benchmark runs --------------------------------------------------------------------------------------------
+def ratio(section: dict[str, Any], model: str, base: str) -> dict[str, float]:
+    """`model`'s speed over `base` in one section of a run: the median of the per-round ratios, their range, the
+    ratio of the minimum times. In `train` and `compile` each group of models takes turns with a pre_ln of its own
+    and the run keeps only the first group's pre_ln times: against pre_ln, a model's stored `vs_pre_ln` is used."""
+    if base == "pre_ln" and "vs_pre_ln" in section[model]:
+        stored = section[model]["vs_pre_ln"]
+        return {k: stored[f"ratio_{k}"] for k in ("median", "low", "high", "of_min")}
+    rounds = per_round(section[base], section[model])
+    return {
+        "median": statistics.median(rounds),
+        "low": min(rounds),
+        "high": max(rounds),
+        "of_min": section[base]["min_s"] / section[model]["min_s"],
+    }
+
+
+def _ratio_cell(r: dict[str, float], of_min: bool = True) -> str:
+    inner = f"{num(r['low'])}–{num(r['high'])}" + (f"; {num(r['of_min'])}" if of_min else "")
+    return f"{num(r['median'])} ({inner})"
+
+
+def _run_label(name: str) -> str:
+    return name.replace("run", "run ") if name.startswith("run") else name
+
+
+#: (label, section, model, base, the bound's key in the model's row or None for 1.000)
+TRAIN_ROWS = (
+    ("our pre_ln / `GPT2LMHeadModel`", "train", "pre_ln", "gpt2", None),
+    ("`pre_ln_llama` / `LlamaForCausalLM`", "train", "pre_ln_llama", "llama", None),
+    *((f"{m} / pre_ln", "train", m, "pre_ln", "flop_bound_vs_pre_ln") for m in ("sas_p", "sas", "simplest")),
+    *(
+        (f"{m} / pre_ln", "train", m, "pre_ln", "flop_bound_vs_pre_ln")
+        for m in ("parallel", "value_skipinit", "post_ln", "normformer")
+    ),
+    ("compiled sas_p / compiled pre_ln", "compile", "sas_p", "pre_ln", "flop_bound_vs_pre_ln"),
+    ("compiled pre_ln / compiled GPT-2", "compile", "pre_ln", "gpt2", None),
+)
+
+
+def speed_train_table() -> str:
+    runs = {name: run(name) for name in CURRENT_RUNS}
+    head = "| ratio | bound | " + " | ".join(_run_label(n) for n in runs) + " |"
+    lines = [head, "|---|---|" + "---|" * len(runs)]
+    for label, section, model, base, bound_key in TRAIN_ROWS:
+        first = runs[CURRENT_RUNS[0]][section][model]
+        bound = first[bound_key] if bound_key else 1.0
+        compiled = section == "compile"
+        figures = [ratio(r[section], model, base) for r in runs.values()]
+        cells = [num(f["median"]) if compiled else _ratio_cell(f) for f in figures]
+        lines.append(f"| {label} | {num(bound)} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def speed_other_table() -> str:
+    runs = {name: run(name) for name in CURRENT_RUNS}
+
+    def row(label: str, cell: Callable[[dict[str, Any]], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(r) for r in runs.values()) + " |"
+
+    lines = [
+        "| other sections | " + " | ".join(_run_label(n) for n in runs) + " |",
+        "|---|" + "---|" * len(runs),
+        row(
+            "`loss`: step time, logits path / fused head + loss (pre_ln; sas_p)",
+            lambda r: "; ".join(num(r["loss"][m]["fused_speedup"]["ratio_median"]) for m in ("pre_ln", "sas_p")),
+        ),
+        row(
+            "`packing`: real tokens/s, one padding-free row / padded batch of 8 sequences of 16–128 tokens "
+            "(pre_ln; sas_p)",
+            lambda r: "; ".join(
+                num(r["packing"][m]["packed_over_padded"]["ratio_median"], 2) for m in ("pre_ln", "sas_p")
+            ),
+        ),
+        row(
+            "`raptr`: pre_ln step on 9 of 18 layers / full step (embedding, head, AdamW not skipped)",
+            lambda r: num(r["raptr"]["half_over_full_median"]),
+        ),
+        row(
+            "`allocator`: step time, glibc defaults / freed memory kept (GPT-2; pre_ln; sas_p)",
+            lambda r: "; ".join(
+                num(r["allocator"][m]["keep_speedup"]["ratio_median"]) for m in ("gpt2", "pre_ln", "sas_p")
+            ),
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def speed_decode_table() -> str:
+    runs = {name: run(name) for name in (*CURRENT_RUNS, *DECODE_RUNS)}
+    lines = [
+        "| batch | ratio | bound | " + " | ".join(_run_label(n) for n in runs) + " |",
+        "|---|---|---|" + "---|" * len(runs),
+    ]
+    for batch in (1, 8):
+        for model in ("pre_ln", "sas_p"):
+            group = f"batch_{batch}"
+            bound = run(CURRENT_RUNS[0])["generate"][group][model]["weight_bound_vs_gpt2"]
+            cells = [_ratio_cell(ratio(r["generate"][group], model, "gpt2"), of_min=False) for r in runs.values()]
+            lines.append(f"| {batch} | {model} / GPT-2 | {num(bound)} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def speed_score_table() -> str:
+    runs = {name: run(name) for name in (*CURRENT_RUNS, *DECODE_RUNS)}
+    names = [_run_label(n) for n in runs]
+    lines = [
+        f"| batch × seq | ratio | bound | {names[0]}: ratio (share of bound) | " + " | ".join(names[1:]) + " |",
+        "|---|---|---|" + "---|" * len(runs),
+    ]
+    for shape in ("8x128", "1x1024"):
+        for model in ("sas", "sas_p"):
+            bound = run(CURRENT_RUNS[0])["score"][shape][model]["flop_bound_vs_pre_ln"]
+            cells = []
+            for r in runs.values():
+                median = ratio(r["score"][shape], model, "pre_ln")["median"]
+                cells.append(f"{num(median)} ({num(median / bound)})")
+            lines.append(f"| {shape.replace('x', ' × ')} | {model} / pre_ln | {num(bound)} | {' | '.join(cells)} |")
+    for shape in ("8x128", "1x1024"):
+        cells = [num(ratio(r["score"][shape], "pre_ln", "gpt2")["median"]) for r in runs.values()]
+        lines.append(f"| {shape.replace('x', ' × ')} | pre_ln / GPT-2 | 1.000 | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def target(label: str) -> targets.Target:
+    """The target of `benchmarks.targets` whose label starts with `label`."""
+    (found,) = [t for t in targets.TARGETS if t.label.startswith(label)]
+    return found
+
+
+SAS_P_TRAIN, SAS_TRAIN = target("training: sas_p /"), target("training: sas /")
+GPT2_TRAIN, LLAMA_TRAIN = target("training: our pre_ln /"), target("training: `pre_ln_llama`")
+
+
+def pooled(t: targets.Target) -> dict[str, Any]:
+    """`benchmarks.targets`' figures for `t` over the current runs (those that hold its rows)."""
+    return targets.evaluate(t, {name: run(name) for name in (*CURRENT_RUNS, *DECODE_RUNS)})
+
+
+def by_run(t: targets.Target, names: tuple[str, ...] = CURRENT_RUNS) -> list[float]:
+    """A target's per-run medians over `names` (excluded runs included)."""
+    result = targets.evaluate(t, {name: run(name) for name in names})
+    return [cell["ratio"] for cell in result["runs"].values() if cell is not None]
+
+
+def peaks(names: tuple[str, ...]) -> list[float]:
+    return [targets.peak_gflops(run(name)) for name in names]
+
+
+def speed_targets_table() -> str:
+    lines = [
+        "| target | pooled median (range; rounds) | bound | pooled / bound | met |",
+        "|---|---|---|---|---|",
+    ]
+    for t in targets.TARGETS:
+        p = pooled(t)["pooled"]
+        if p is None:
+            why = f"not counted: GEMM peaks {span(peaks(CURRENT_RUNS), 0)} GFLOP/s (by run {span(by_run(t))})"
+            lines.append(f"| {t.label} | {why} | - | - | - |")
+            continue
+        figure = f"{num(p['ratio'])} ({num(p['low'])}–{num(p['high'])}; {p['rounds']})"
+        weight_bounds = {cell["weight_bound"] for cell in pooled(t)["runs"].values() if cell and cell["weight_bound"]}
+        label = t.label
+        if len(weight_bounds) == 1:
+            label = label.replace("weight-bytes bound beside", f"bytes bound {num(*weight_bounds)}")
+        met = "yes" if p["met"] else "NO"
+        lines.append(f"| {label} | {figure} | {num(p['bound'])} | {num(p['share_of_bound'])} | {met} |")
+    return "\n".join(lines)
+
+
+def readme_speed_table() -> str:
+    def figure(t: targets.Target) -> str:
+        p = pooled(t)["pooled"]
+        return f"{num(p['ratio'])} ({num(p['low'])}–{num(p['high'])})"
+
+    def median(label: str) -> str:
+        return num(pooled(target(label))["pooled"]["ratio"])
+
+    gpt2 = (
+        f"{span(by_run(GPT2_TRAIN))} by run on these {span(peaks(CURRENT_RUNS), 0)} GFLOP/s hosts; "
+        f"{span(by_run(GPT2_TRAIN, FAST_HOST_RUNS))} on {span(peaks(FAST_HOST_RUNS), 0)} GFLOP/s hosts (runs 9–12)"
+    )
+    decode = run(CURRENT_RUNS[0])["generate"]
+    lines = [
+        "| ratio | bound | pooled median (per-round range) |",
+        "|---|---|---|",
+        f"| training: sas_p / pre_ln | {num(pooled(SAS_P_TRAIN)['pooled']['bound'])} | {figure(SAS_P_TRAIN)} |",
+        f"| training: sas / pre_ln | {num(pooled(SAS_TRAIN)['pooled']['bound'])} | {figure(SAS_TRAIN)} |",
+        f"| training: our pre_ln / `GPT2LMHeadModel` | 1.000 | {gpt2} |",
+        f"| training: `pre_ln_llama` / `LlamaForCausalLM` | 1.000 | {figure(LLAMA_TRAIN)}; by run "
+        f"{span(by_run(LLAMA_TRAIN))} |",
+    ]
+    for batch in (1, 8):
+        bound = decode[f"batch_{batch}"]["sas_p"]["weight_bound_vs_gpt2"]
+        lines.append(
+            f"| `generate`, batch {batch}: sas_p / pre_ln / GPT-2 | {num(bound)} / 1.000 | "
+            f"{median(f'generate batch {batch}: sas_p')} / {median(f'generate batch {batch}: pre_ln')} |"
+        )
+    score_bound = num(pooled(target("scoring 8x128: sas /"))["pooled"]["bound"])
+    lines.append(
+        f"| scoring 8 × 128: sas / sas_p over pre_ln | {score_bound} | "
+        f"{median('scoring 8x128: sas /')} / {median('scoring 8x128: sas_p')} |"
+    )
+    return "\n".join(lines)
+
+
+#: every generated block: its name in the markers → its table
+BLOCKS: dict[str, Callable[[], str]] = {
+    "reproduction-causal-sweep": lambda: sweep_table("codeparrot-tiny"),
+    "reproduction-causal-eval": lambda: eval_table("codeparrot-tiny"),
+    "reproduction-causal-claims": lambda: claims_table("codeparrot-tiny"),
+    "reproduction-raptr": raptr_table,
+    "reproduction-mlm-sweep": lambda: sweep_table("crammed-bert-tiny"),
+    "reproduction-mlm-eval": lambda: eval_table("crammed-bert-tiny"),
+    "reproduction-mlm-claims": lambda: claims_table("crammed-bert-tiny"),
+    "reproduction-finetune": finetune_table,
+    "speed-train": speed_train_table,
+    "speed-other": speed_other_table,
+    "speed-decode": speed_decode_table,
+    "speed-score": speed_score_table,
+    "speed-targets": speed_targets_table,
+    "readme-speed": readme_speed_table,
+}
+
+#: the pages that hold generated blocks or checked facts
+PAGES = ("README.md", "docs/reproduction.md", "docs/raptr.md", "docs/speed.md", "docs/training.md")
+
+_BLOCK = re.compile(r"<!-- generated:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /generated:(?P=name) -->", re.DOTALL)
+
+
+def regenerate(text: str) -> str:
+    """`text` with every generated block rendered anew; an unknown block name is an error."""
+
+    def render(match: re.Match) -> str:
+        name = match["name"]
+        if name not in BLOCKS:
+            raise KeyError(f"unknown generated block {name!r}; known: {', '.join(BLOCKS)}")
+        return f"<!-- generated:{name} -->\n{BLOCKS[name]()}\n<!-- /generated:{name} -->"
+
+    return _BLOCK.sub(render, text)
+
+
+def blocks_in(text: str) -> list[str]:
+    return [m["name"] for m in _BLOCK.finditer(text)]
+
+
+# -- the checked facts ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fact:
+    """`text` must appear in `page` (whitespace runs compare as one space)."""
+
+    page: str
+    text: str
+
+
+def normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def missing_facts() -> list[Fact]:
+    pages = {page: normalise((REPO / page).read_text()) for page in PAGES}
+    return [fact for fact in facts() if normalise(fact.text) not in pages[fact.page]]
+
+
+#: the verdict words of the pages that are not a verdict (a definition, an English use)
+NOT_VERDICTS = ("A verdict is **inconclusive** with one seed", "the peak lr held constant")
+_VERDICT = re.compile(r"\b(held|did not hold|inconclusive)\b(?!-)")
+
+
+def unchecked_verdicts() -> list[str]:
+    """Each verdict word of `PAGES` outside a generated block, a fact and `NOT_VERDICTS`, with its context."""
+    found = []
+    checked = [*facts(), *(Fact(page, text) for page in PAGES for text in NOT_VERDICTS)]
+    for page in PAGES:
+        text = normalise(_BLOCK.sub(" ", (REPO / page).read_text()))
+        spans = [m.span() for f in checked if f.page == page for m in re.finditer(re.escape(normalise(f.text)), text)]
+        for m in _VERDICT.finditer(text):
+            if not any(a <= m.start() < b for a, b in spans):
+                found.append(f"{page}: …{text[max(0, m.start() - 80) : m.end() + 20]}…")
+    return found
+
+
+def facts() -> list[Fact]:
+    """Every number and verdict of hand-written prose on `PAGES` that the committed JSON determines."""
+    return [*reproduction_facts(), *raptr_facts(), *speed_facts()]
+
+
+#: counts as the prose spells them
+COUNTS = dict(enumerate(("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")))
+
+
+def bracketed(result: dict[str, Any]) -> str:
+    """Whether every sweep of a family bracketed its best lr, in prose."""
+    every = all(row["bracketed"] for row in result["lr_sweep"].values())
+    return "bracketed" if every else "did not all bracket"
+
+
+def in_both(result: dict[str, Any], name: str) -> str:
+    """A claim's verdicts in prose: "held in both settings", "did not hold in either setting", or each setting's."""
+    best, shared = (verdict_word(claim(result, s, name)["verdict"]) for s in SETTINGS)
+    if best != shared:
+        return f"{best} at the blocks' own best lrs, {shared} at Pre-LN's"
+    return "did not hold in either setting" if best == "did not hold" else f"{best} in both settings"
+
+
+def _ahead(result: dict[str, Any], setting: str, name: str) -> tuple[str, list[str]]:
+    """How far the first block of an equal-steps or equal-time claim is ahead: on the seed means, and per seed (%)."""
+    mean, seeds = claim_gaps(claim(result, setting, name))
+    return num(-mean, 1), [num(-g, 1) for g in seeds]
+
+
+def _common(values: list[Any]) -> Any:
+    """The one value that all of `values` print as, where the prose states one figure for several runs or blocks."""
+    if len(set(values)) != 1:
+        raise ValueError(f"the prose states one figure where the JSON gives {sorted(set(values))}: reword it")
+    return values[0]
+
+
+def raptr_lead() -> str:
+    """RaPTr's standing in prose, from the comparisons' committed verdicts."""
+    verdicts = {row["verdict"] for row in reproduction("codeparrot-tiny")["raptr"].values()}
+    return "RaPTr ended ahead" if verdicts == {"RaPTr ahead of the full model"} else "RaPTr did not end ahead"
+
+
+def reproduction_facts() -> list[Fact]:
+    cp, mlm = reproduction("codeparrot-tiny"), reproduction("crammed-bert-tiny")
+    best = cp["settings"]["best_lr"]["table"]
+    lrs, shared_lr = cp["lrs"]["best_lr"], cp["lrs"]["shared_lr"]
+    timing = cp["timing"]
+    speed = {n: v["speed_vs_pre_ln"] for n, v in timing["variants"].items()}
+    sweep_sizes = [len(row["points"]) for r in (cp, mlm) for row in r["lr_sweep"].values()]
+    gap = {n: row["generalisation_gap"][0] for n, row in best.items()}
+    simplified = ("sas", "sas_p", "simplest")
+    sas_sweep = {p["lr"]: p["train_loss_end"] for p in cp["lr_sweep"]["sas"]["points"]}
+    within = {s: [_ahead(cp, s, f"{b} within 2% of Pre-LN") for b in ("SAS", "SAS-P")] for s in SETTINGS}
+    init = cp["signal_propagation"]["sas_softmax"]["init"]
+    raptr = cp["raptr"]
+    mlm_gaps = [g for s in SETTINGS for row in mlm["settings"][s]["table"].values() for g in row["gap_per_seed"]]
+    mlm_lr_ratio = _common([f"{mlm['lrs']['best_lr'][n] / mlm['lrs']['shared_lr']:g}" for n in simplified])
+    mlm_ahead = {s: [_ahead(mlm, s, f"{b} within 2%")[0] for b in ("SAS", "SAS-P")] for s in SETTINGS}
+    finetune = mlm["finetune"]
+    helped = finetune["pretraining_helped"]
+    tuned = finetune["table"]
+    pretrained_losses = [v for n, row in tuned.items() if n != "pre_ln_from_scratch" for v in row["eval_loss_per_seed"]]
+    behind = [-d for c in finetune["claims"] for d in c["difference_per_seed"]]
+    significant = sum(
+        abs(d) > Z * e for c in finetune["claims"] for d, e in zip(c["difference_per_seed"], c["standard_error"])
+    )
+    page = "docs/reproduction.md"
+    return [
+        Fact(page, f"All {COUNTS[len(cp['lr_sweep'])]} variants"),
+        Fact(page, f"ablation) {bracketed(cp)} their best lr"),
+        Fact(page, f"Every sweep {bracketed(mlm)} its best lr"),
+        Fact(page, f"{timing['warmup']} warm-up and {timing['rounds']} timed steps"),
+        Fact(page, f"({span([r['parameters'] / 1e6 for r in cp['runs']], 1)}M parameters;"),
+        Fact(
+            page,
+            f"{cp['runs'][0]['steps']} steps of {timing['batch']} × {timing['seq']} tokens "
+            f"({cp['runs'][0]['tokens_seen'] / 1e6:.1f}M tokens)",
+        ),
+        Fact(page, f"Every causal run sees {_common([num(r['epochs'], 2) for r in cp['runs']])} epochs"),
+        Fact(
+            page,
+            f"the final eval loss sits {span(list(gap.values()), 2)} nats above the training loss at the end "
+            f"({num(gap['pre_ln'], 2)} for Pre-LN, {span([gap[n] for n in simplified], 2)} for SAS, SAS-P and "
+            "simplest;",
+        ),
+        Fact(page, f"(each variant had {min(sweep_sizes)} to {max(sweep_sizes)} lrs to choose from)"),
+        Fact(page, f"the validation split ({_common([row['eval_examples'] for row in tuned.values()])})"),
+        Fact(
+            page,
+            "App. D.1's finding that SAS and SAS-P share Pre-LN's best lr "
+            f"**{'held' if lrs['sas'] == lrs['sas_p'] == shared_lr else 'did not hold'} here**",
+        ),
+        Fact(
+            page,
+            f"their best lrs are {lrs['sas'] / shared_lr:g}× and {lrs['sas_p'] / shared_lr:g}× Pre-LN's, "
+            f"and at Pre-LN's {lr_text(shared_lr)} both seeds of each lie above their best (SAS "
+            f"{num(sas_sweep[shared_lr]['0'])} / {num(sas_sweep[shared_lr]['1'])} against "
+            f"{num(sas_sweep[lrs['sas']]['0'])} / {num(sas_sweep[lrs['sas']]['1'])})",
+        ),
+        Fact(
+            page,
+            f"(training loss {num(best['simplest']['train_loss_end'][0])} against "
+            f"{num(best['sas_p']['train_loss_end'][0])}, eval loss {num(best['simplest']['eval_loss@100%'][0])} "
+            f"against {num(best['sas_p']['eval_loss@100%'][0])})",
+        ),
+        Fact(
+            page,
+            f"median of {timing['rounds']} rounds (range): sas {num(speed['sas']['ratio_median'])} "
+            f"({span([speed['sas']['ratio_low'], speed['sas']['ratio_high']])}), sas_p "
+            f"{num(speed['sas_p']['ratio_median'])} ({span([speed['sas_p']['ratio_low'], speed['sas_p']['ratio_high']])}), "
+            f"simplest {num(speed['simplest']['ratio_median'])}, parallel {num(speed['parallel']['ratio_median'])}, "
+            f"normformer {num(speed['normformer']['ratio_median'])}; the per-variant spread over rounds is "
+            f"{span([100 * v['spread'] for v in timing['variants'].values()], 0)}%",
+        ),
+        Fact(
+            page,
+            f"by {span([float(m) for m, _ in within['shared_lr']], 1)}% on the seed means at Pre-LN's lr "
+            f"({span([float(g) for _, gs in within['shared_lr'] for g in gs], 1)}% per seed) and by "
+            f"{span([float(m) for m, _ in within['best_lr']], 1)}% at their own best lrs "
+            f"({span([float(g) for _, gs in within['best_lr'] for g in gs], 1)}% per seed)",
+        ),
+        Fact(
+            page,
+            f"the gap is {num(gap['pre_ln'], 2)} nats for Pre-LN and {span([gap[n] for n in simplified], 2)} "
+            "for the simplified blocks",
+        ),
+        Fact(
+            page,
+            f"(mean cosine similarity {num(init[0], 2)} after the first block, {num(init[-1], 2)} after the "
+            f"fourth, against {span(cp['signal_propagation']['sas']['init'])} for SAS",
+        ),
+        Fact(page, f"{raptr_lead()} of the full model in every setting and seed"),
+        Fact(page, f"the lead shrinks to {num(raptr['same_schedule']['raptr_minus_full'][0])} in seed 0"),
+        Fact(
+            page,
+            f"The two full-model seeds differ by {num(abs(raptr['equal_steps']['full_loss'][1] - raptr['equal_steps']['full_loss'][0]), 2)}",
+        ),
+        Fact(page, f"the simplified blocks' best lr is {mlm_lr_ratio}× Pre-LN's"),
+        Fact(
+            page,
+            f"every run passes over it {_common([num(r['epochs'], 2) for r in mlm['runs']])} times, and the final "
+            f"MLM eval loss sits within {num(max(map(abs, mlm_gaps)), 2)} nats of the training loss at the end "
+            f"({num(min(mlm_gaps), 2)} to {signed(max(mlm_gaps), 2)})",
+        ),
+        Fact(
+            page,
+            f"(SAS {mlm_ahead['best_lr'][0]}%, SAS-P {mlm_ahead['best_lr'][1]}% on the seed means); at Pre-LN's "
+            f"lr they are {mlm_ahead['shared_lr'][0]}% and {mlm_ahead['shared_lr'][1]}% ahead and the verdicts are "
+            + _common([verdict_word(claim(mlm, "shared_lr", f"{b} within 2%")["verdict"]) for b in ("SAS", "SAS-P")]),
+        ),
+        Fact(page, f"the measured step speed against pre_ln (median of {mlm['timing']['rounds']} rounds, range)"),
+        Fact(
+            page,
+            f"validation accuracy ({_common([row['eval_examples'] for row in tuned.values()])} sentences, majority "
+            f"class {_common([row['majority_baseline'] for row in tuned.values()]):.0f}%)",
+        ),
+        Fact(
+            page,
+            "scratch ("
+            + " and ".join(
+                f"{num(d, 2)} ± {Z * e:.1f}"
+                for d, e in zip(helped["pre_ln_minus_from_scratch"], helped["standard_error"])
+            )
+            + f" points at {Z:g} standard errors)",
+        ),
+        Fact(page, f"Pre-training did {'not ' if not helped['on_every_seed'] else ''}help accuracy"),
+        Fact(
+            page,
+            f"at an eval loss of {span(pretrained_losses, 2)}, the control at "
+            f"{span(tuned['pre_ln_from_scratch']['eval_loss_per_seed'], 2)}",
+        ),
+        Fact(
+            page,
+            f"is **{_common([verdict_word(c['verdict']) for c in finetune['claims']])}** here for both: SAS and "
+            f"SAS-P end {span(behind, 1)} points below pre_ln (significant on {COUNTS[significant]} of the four seed "
+            "pairs)",
+        ),
+        *readme_reproduction_facts(),
+    ]
+
+
+def readme_reproduction_facts() -> list[Fact]:
+    cp, mlm = reproduction("codeparrot-tiny"), reproduction("crammed-bert-tiny")
+    lrs, shared_lr = cp["lrs"]["best_lr"], cp["lrs"]["shared_lr"]
+    gaps = [row["generalisation_gap"][0] for row in cp["settings"]["best_lr"]["table"].values()]
+    softmax = [claim_gaps(claim(cp, s, "skipless softmax"))[0] for s in SETTINGS]
+    ahead = {s: [_ahead(cp, s, f"{b} within 2% of Pre-LN")[0] for b in ("SAS", "SAS-P")] for s in SETTINGS}
+    mlm_ahead = [_ahead(mlm, "best_lr", f"{b} within 2%")[0] for b in ("SAS", "SAS-P")]
+    mlm_shared = _common([verdict_word(claim(mlm, "shared_lr", f"{b} within 2%")["verdict"]) for b in ("SAS", "SAS-P")])
+    finetune = _common([verdict_word(c["verdict"]) for c in mlm["finetune"]["claims"]])
+    page = "README.md"
+    return [
+        Fact(page, f"On next-token prediction every sweep {bracketed(cp)} its optimum"),
+        Fact(
+            page,
+            "SAS and SAS-P within 2% of Pre-LN per step (Fig. 23) "
+            + _common([in_both(cp, f"{b} within 2% of Pre-LN") for b in ("SAS", "SAS-P")]),
+        ),
+        Fact(
+            page,
+            f"by {ahead['best_lr'][0]}% and {ahead['best_lr'][1]}% on the seed means at their own best lrs "
+            f"({lrs['sas'] / shared_lr:g}× and {lrs['sas_p'] / shared_lr:g}× Pre-LN's",
+        ),
+        Fact(page, f"by {ahead['shared_lr'][0]}% and {ahead['shared_lr'][1]}% at Pre-LN's"),
+        Fact(
+            page,
+            "SAS and SAS-P ahead of Pre-LN at equal measured time (Fig. 5) "
+            + _common([in_both(cp, f"{b} ahead of Pre-LN") for b in ("SAS", "SAS-P")]),
+        ),
+        Fact(
+            page,
+            f"SAS-P ahead of SAS at equal time {in_both(cp, 'SAS-P ahead of SAS')}"
+            + (
+                " (SAS-P ended behind)"
+                if all(claim_gaps(claim(cp, s, "SAS-P ahead of SAS"))[0] > 0 for s in SETTINGS)
+                else ""
+            ),
+        ),
+        Fact(page, f"V-SkipInit behind Pre-LN per step ({in_both(cp, 'V-SkipInit behind Pre-LN')})"),
+        Fact(
+            page, f"the norm-free block slightly behind SAS-P per step ({in_both(cp, 'no norms (simplest) slightly')})"
+        ),
+        Fact(page, f"trails SAS by {span(softmax, 0)}% (§4.1)"),
+        Fact(
+            page,
+            f"(SAS {mlm_ahead[0]}%, SAS-P {mlm_ahead[1]}% ahead of Pre-LN at equal time); at Pre-LN's lr the "
+            f"verdicts are {mlm_shared}",
+        ),
+        Fact(page, f"fine-tuning on MR is {finetune}"),
+        Fact(page, f"a {span(gaps, 2)}-nat generalisation gap"),
+    ]
+
+
+def raptr_facts() -> list[Fact]:
+    raptr = reproduction("codeparrot-tiny")["raptr"]
+
+    def gaps(key: str, sep: str) -> str:
+        row = raptr[key]
+        return f"{num(row['raptr_minus_full_mean'])}{sep}{' / '.join(num(d) for d in row['raptr_minus_full'])}"
+
+    half = [run(name)["raptr"]["half_over_full_median"] for name in CURRENT_RUNS]
+    shared_lr = lr_text(reproduction("codeparrot-tiny")["lrs"]["shared_lr"])
+    seed0 = [num(raptr[k]["raptr_minus_full"][0]) for k in ("equal_steps", "same_schedule")]
+    full = raptr["equal_steps"]["full_loss"]
+    return [
+        Fact("README.md", f"(pre_ln, 4×128, lr {shared_lr}, seeds 0 and 1) {raptr_lead()} of the full model"),
+        Fact("README.md", f"at equal steps ({gaps('equal_steps', ' eval loss, per seed ')};"),
+        Fact("README.md", f"at equal layer FLOPs ({gaps('equal_flops', '; ')};"),
+        Fact("README.md", f"RaPTr's lr schedule ({gaps('same_schedule', '; ')};"),
+        Fact("docs/raptr.md", f"a full step of the same model: {span(half)}× by run"),
+        Fact("docs/raptr.md", f"at its swept lr ({shared_lr})"),
+        Fact("docs/raptr.md", f"{raptr_lead()} in every setting and both seeds"),
+        Fact("docs/raptr.md", f"RaPTr's lead in seed 0 shrinks from {seed0[0]} to {seed0[1]}"),
+        Fact("docs/raptr.md", f"The two full-model seeds differ by {num(abs(full[1] - full[0]), 2)}"),
+    ]
+
+
+def speed_facts() -> list[Fact]:
+    runs = [run(name) for name in CURRENT_RUNS]
+    every = [*runs, *(run(name) for name in DECODE_RUNS)]
+    run12, run14, run16 = run("run12"), run("run14"), run("run16")
+    sas_p_bound = run16["train"]["sas_p"]["flop_bound_vs_pre_ln"]
+    weights = run16["generate"]["batch_1"]
+    byte_bound = weights["sas_p"]["weight_bound_vs_gpt2"]
+    mfu = {m: [r["mfu"][m] for r in runs] for m in ("gpt2", "pre_ln", "sas_p")}
+    loss = {m: [r["loss"][m] for r in runs] for m in ("pre_ln", "sas_p")}
+    step = {m: [r["step_memory"][m]["peak_growth_MiB"] for r in runs] for m in ("gpt2", "pre_ln", "sas_p")}
+    long = [r["memory"]["2048"] for r in runs]
+    kv = {r["kv_cache"][m]["bytes_per_token"] / 1024 for r in runs for m in r["kv_cache"]}
+    fused_saving = [
+        100 * (1 - row["fused"]["peak_MiB"] / row["logits"]["peak_MiB"]) for rows in loss.values() for row in rows
+    ]
+    gemv = {(row["out"], row["in"]): row for row in json.loads((BENCHMARK / "gemv.json").read_text())["rows"]}
+    rate = {
+        name: gemv[shape]["linear_GBps"] / gemv[shape]["f_linear_GBps"]
+        for name, shape in (
+            ("QKV", (2304, 768)),
+            ("MLP-in", (3072, 768)),
+            ("head", (50257, 768)),
+            ("MLP-out", (768, 3072)),
+        )
+    }
+    before_after = json.loads((BENCHMARK / "attention_interface_before_after.json").read_text())["cases"]
+    sas_p_train = by_run(SAS_P_TRAIN)
+    llama = by_run(LLAMA_TRAIN)
+    decode8 = [ratio(r["generate"]["batch_8"], "sas_p", "gpt2")["median"] / byte_bound for r in every]
+
+    def profile(row: dict[str, Any]) -> tuple[float, float, int]:
+        """A profile's matmul time (`mm` + `addmm_`), the rest, and the calls of `aten::mul`."""
+        ops = {e["op"]: e for e in row["top"]}
+        matmul = ops["aten::mm"]["self_ms"] + ops["aten::addmm_"]["self_ms"]
+        return matmul, row["total_self_ms"] - matmul, ops["aten::mul"]["calls"]
+
+    pre_ln_profile, sas_p_profile = profile(run12["profile"]["pre_ln"]), profile(run12["profile"]["sas_p"])
+
+    def gemm_alone(row: dict[str, Any]) -> str:
+        return (
+            f"{num(row['gemm_gflop'], 1)} GFLOP in {num(row['gemm_time_alone_s'])} s "
+            f"({row['gemm_gflop'] / row['gemm_time_alone_s']:.0f} GFLOP/s; peak {num(row['peak_gflops'], 1)}) of a "
+            f"{num(row['step_median_s'])} s step"
+        )
+
+    page = "docs/speed.md"
+    return [
+        Fact(
+            page,
+            f"runs 9–12 had a GEMM peak of {span(peaks(FAST_HOST_RUNS), 0)} GFLOP/s, runs 13–16 (the current "
+            f"figures) {span(peaks(CURRENT_RUNS), 0)} (`mfu`)",
+        ),
+        Fact(page, f"give sas_p / pre_ln {', '.join(num(x) for x in by_run(SAS_P_TRAIN, FAST_HOST_RUNS))}"),
+        Fact(
+            page,
+            f"{num(run16['train']['gpt2']['matmul_flops_per_token'] / 1e6, 1)} MFLOP a token for GPT-2, Llama and "
+            f"every block with values and projections, {num(run16['train']['sas_p']['matmul_flops_per_token'] / 1e6, 1)} "
+            f"for sas, sas_p and simplest (`run16.json`); the bound is **1.000** or **{num(sas_p_bound)}**",
+        ),
+        Fact(
+            page,
+            f"{num(weights['gpt2']['gemm_weights'] / 1e6, 1)}M for GPT-2 and pre_ln, "
+            f"{num(weights['sas_p']['gemm_weights'] / 1e6, 1)}M for sas_p",
+        ),
+        Fact(page, f"**1.000** for pre_ln / GPT-2 and **{num(byte_bound)}** for sas_p / GPT-2"),
+        Fact(page, f"on hosts with a GEMM peak of {span(peaks(CURRENT_RUNS), 0)} GFLOP/s (`mfu`)"),
+        Fact(page, f"Runs 13 and 14 ran at commit {runs[0]['meta']['commit']}"),
+        Fact(page, f"runs 15 and 16 at {_common([r['meta']['commit'] for r in runs[2:]])}"),
+        Fact(
+            page,
+            "pre_ln's step: "
+            + ", ".join(num(r["train"]["pre_ln"]["median_s"]) for r in runs[:-1])
+            + f" and {num(runs[-1]['train']['pre_ln']['median_s'])} s "
+            f"({span([r['train']['pre_ln']['tokens_per_s'] for r in runs], 0)} tokens/s), about twice run 12's "
+            f"{num(run12['train']['pre_ln']['median_s'])} s",
+        ),
+        Fact(
+            page,
+            f"GPT-2 {span([100 * x['mfu'] for x in mfu['gpt2']], 1)}%, pre_ln "
+            f"{span([100 * x['mfu'] for x in mfu['pre_ln']], 1)}%, sas_p {span([100 * x['mfu'] for x in mfu['sas_p']], 1)}% "
+            "(GEMM-time shares "
+            + ", ".join(f"{span([100 * x['gemm_time_share'] for x in mfu[m]], 0)}%" for m in mfu)
+            + ")",
+        ),
+        Fact(
+            page,
+            f"(pre_ln / GPT-2 {span(by_run(GPT2_TRAIN, FAST_HOST_RUNS))} there, {span(by_run(GPT2_TRAIN))} here; `pre_ln_llama` / "
+            f"Llama {span(by_run(LLAMA_TRAIN, FAST_HOST_RUNS))} there, {span(llama)} here)",
+        ),
+        Fact(
+            page,
+            f"peaks at {_common([num(r['fused']['peak_MiB'], 0) for r in loss['pre_ln']])} MiB (pre_ln) and "
+            f"{_common([num(r['fused']['peak_MiB'], 0) for r in loss['sas_p']])} MiB (sas_p) with the fused LM head + "
+            f"loss, −{_common([f'{x:.0f}' for x in fused_saving])}% against the logits path of the same runs "
+            f"({_common([num(r['logits']['peak_MiB'], 0) for r in loss['pre_ln']])}, "
+            f"{_common([num(r['logits']['peak_MiB'], 0) for r in loss['sas_p']])} MiB)",
+        ),
+        Fact(
+            page,
+            f"a step grows the resident set by {span(step['pre_ln'], 0)} MiB (pre_ln) and "
+            f"{span(step['sas_p'], 0)} MiB (sas_p) against {span(step['gpt2'], 0)} MiB for `GPT2LMHeadModel` in the "
+            f"same run ({span([r['step_memory']['pre_ln']['vs_gpt2'] for r in runs], 2)}×)",
+        ),
+        Fact(page, f"Decoding keeps {num(_common(list(kv)), 1)} KiB of KV cache per token for every block type"),
+        Fact(
+            page,
+            f"grows by {span([x['sdpa_MiB'] for x in long], 0)} MiB through sdpa against "
+            f"{span([x['eager_MiB'] for x in long], 0)} MiB for an eager T×T reference "
+            f"({span([x['eager_over_sdpa'] for x in long], 1)}×)",
+        ),
+        Fact(
+            page,
+            f"at commit {_common([run(n)['meta']['commit'] for n in DECODE_RUNS])}, whose model code is that of "
+            f"{runs[0]['meta']['commit']}",
+        ),
+        Fact(
+            page,
+            f"({span([r['generate']['batch_1']['gpt2']['tokens_per_s'] for r in every], 1)} tokens/s at batch 1, "
+            f"{span([r['generate']['batch_8']['gpt2']['tokens_per_s'] for r in every], 1)} at batch 8)",
+        ),
+        Fact(
+            page,
+            f"streams the weights at {span([r['linear_GBps'] for r in gemv.values()], 0)} GB/s where the "
+            f"matrix-vector product `F.linear` takes gets {span([r['f_linear_GBps'] for r in gemv.values()], 0)}",
+        ),
+        Fact(
+            page,
+            f"{num(rate['QKV'], 1)}× for the QKV matrix, {num(rate['MLP-in'], 1)}× for MLP-in, "
+            f"{num(rate['head'], 1)}× for the tied head, {num(rate['MLP-out'], 1)}× for MLP-out",
+        ),
+        Fact(page, f"sas_p's ratio sits at {span(decode8, 2)}× its bound by the runs' medians"),
+        Fact(
+            page,
+            f"sas_p gains less than its {100 * (1 - weights['sas_p']['gemm_weights'] / weights['gpt2']['gemm_weights']):.0f}% "
+            "fewer weight bytes",
+        ),
+        Fact(
+            page,
+            f"had cost `generate` {span([c['ratio_median'] for k, c in before_after.items() if k.startswith('generate')], 2)}× "
+            "its speed",
+        ),
+        Fact(
+            page,
+            f"`pre_ln_llama` / Llama is below 1.0 in runs 13 and 14 ({num(llama[0])}, {num(llama[1])}) and above "
+            f"in 15 and 16 ({num(llama[2])}, {num(llama[3])}); sas_p / pre_ln at {num(sas_p_train[1])} in run 14 is "
+            f"{num(sas_p_train[1] / sas_p_bound, 2)} of its bound",
+        ),
+        Fact(page, f"({span(by_run(GPT2_TRAIN, FAST_HOST_RUNS))} in runs 9–12 on such a host"),
+        Fact(page, f"{gemm_alone(run14['mfu']['pre_ln'])} on run 14's host"),
+        Fact(
+            page,
+            gemm_alone(run12["mfu"]["pre_ln"]).replace(f"{num(run12['mfu']['pre_ln']['gemm_gflop'], 1)} GFLOP in ", "")
+            + " on run 12's",
+        ),
+        Fact(
+            page,
+            f"`mm` + `addmm_` take {pre_ln_profile[0]:.0f} ms in pre_ln and {sas_p_profile[0]:.0f} ms in sas_p "
+            f"({num(pre_ln_profile[0] / sas_p_profile[0])}), the other ops {pre_ln_profile[1]:.0f} against "
+            f"{sas_p_profile[1]:.0f} ms ({num(pre_ln_profile[1] / sas_p_profile[1])})",
+        ),
+        Fact(page, f"`aten::mul` {sas_p_profile[2]} calls against {pre_ln_profile[2]}"),
+        Fact(
+            page,
+            f"The counted threshold, {SAS_P_TRAIN.fraction:g} × {num(sas_p_bound)} = "
+            f"{num(SAS_P_TRAIN.fraction * sas_p_bound)}, lies inside one run's noise (run 14's "
+            f"{num(sas_p_train[1])} is below it, the pooled median meets it)",
+        ),
+        Fact(
+            page,
+            f"(`torch.compile`, which fuses it: {span([ratio(r['compile'], 'sas_p', 'pre_ln')['median'] for r in runs])} "
+            "in runs 13–16)",
+        ),
+        Fact(
+            page,
+            f"(bound 1.000; {' and '.join(num(x) for x in by_run(GPT2_TRAIN, FAST_HOST_RUNS)[2:])} in runs 11–12, "
+            f"{span(by_run(GPT2_TRAIN))} in runs 13–16)",
+        ),
+        Fact(
+            page,
+            f"GPT-2 spends {num(run12['mfu']['gpt2']['step_median_s'] - run12['mfu']['gpt2']['gemm_time_alone_s'], 2)} s "
+            f"of its {num(run12['mfu']['gpt2']['step_median_s'])} s step outside its GEMMs "
+            f"({num(run12['mfu']['gpt2']['gemm_time_alone_s'])} s timed alone), pre_ln "
+            f"{num(run12['mfu']['pre_ln']['step_median_s'] - run12['mfu']['pre_ln']['gemm_time_alone_s'], 2)} s",
+        ),
+        Fact(
+            page,
+            f"({span([r['fused_speedup']['ratio_median'] for r in loss['pre_ln']])}× on our own pre_ln in runs "
+            "13–16, `loss`)",
+        ),
+        Fact(
+            page,
+            f"at batch 1 the GEMMs are 77–81% of a step, at {span([r['linear_GBps'] for r in gemv.values()], 0)} GB/s",
+        ),
+        Fact(page, f"keeps it from its {num(byte_bound)} bound over pre_ln at batch 1"),
+        Fact(page, f"**sas_p against {num(sas_p_bound)}.**"),
+        Fact(
+            page,
+            f"Our pre_ln / GPT-2 ≥ {GPT2_TRAIN.bound({}):g} is counted only on a host with a GEMM peak of "
+            f"{targets.FAST_HOST_GFLOPS:.0f} GFLOP/s or more",
+        ),
+        Fact(
+            page,
+            f"Runs 13 and 14 ran at commit {runs[0]['meta']['commit']} ({runs[0]['meta']['date'][:10]}/"
+            f"{runs[1]['meta']['finished'][8:10]}), runs 15 and 16 at {runs[2]['meta']['commit']} "
+            f"({_common([r['meta']['date'][:10] for r in runs[2:]])})",
+        ),
+        Fact(
+            "README.md",
+            "of the same shape ({layers}×{width}, vocab {vocab}, batch {batch} × {seq}, float32, ".format(
+                **json.loads(_common([json.dumps(r["meta"]["shape"], sort_keys=True) for r in runs]))
+            )
+            + f"{_common([r['meta']['machine'].split(', ')[1].split()[0] for r in runs])} shared CPU cores)",
+        ),
+        Fact("README.md", f"Pooled over the {COUNTS[len(runs)]} full runs of the current code"),
+        Fact(
+            "README.md",
+            f"The fused LM head + loss takes {_common([f'{x:.0f}' for x in fused_saving])}% off a training "
+            f"step's peak memory ({_common([num(r['fused']['peak_MiB'], 0) for r in loss['pre_ln']])} against "
+            f"{_common([num(r['logits']['peak_MiB'], 0) for r in loss['pre_ln']])} MiB for pre_ln)",
+        ),
+        Fact(
+            "README.md",
+            f"a step grows the resident set by {span([r['step_memory']['pre_ln']['vs_gpt2'] for r in runs], 2)}× "
+            "GPT-2's",
+        ),
+        Fact("README.md", f"the KV cache is {_common(list(kv)):.0f} KiB per token for every block type"),
+        Fact(
+            "docs/training.md",
+            "real tokens/s of the packed row over the padded batch, by run: "
+            f"{span([r['packing']['pre_ln']['packed_over_padded']['ratio_median'] for r in runs], 2)}× for pre_ln, "
+            f"{span([r['packing']['sas_p']['packed_over_padded']['ratio_median'] for r in runs], 2)}× for sas_p",
+        ),
+        Fact(
+            "docs/training.md",
+            f"the padded batch wastes "
+            f"{100 * (1 - run16['packing']['tokens'] / run16['packing']['padded_tokens']):.0f}% of its tokens",
+        ),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.doc_figures", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block or fact is stale")
+    check = parser.parse_args(argv).check
+    stale = []
+    for page in PAGES:
+        path = REPO / page
+        text = path.read_text()
+        new = regenerate(text)
+        if new != text:
+            stale.append(page)
+            if not check:
+                path.write_text(new)
+    missing, unchecked = missing_facts(), unchecked_verdicts()
+    for page in stale:
+        print(f"{page}: generated blocks {'stale' if check else 'rewritten'}")
+    for fact in missing:
+        print(f"{fact.page}: lacks {fact.text!r}")
+    for context in unchecked:
+        print(f"a verdict no fact checks: {context}")
+    return 1 if missing or unchecked or (check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

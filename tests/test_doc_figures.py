@@ -1,0 +1,136 @@
+"""The docs' figures against the committed JSON (`experiments/doc_figures.py`): every generated table is what the
+JSON renders, every checked number and verdict of hand-written prose is in its page at its printed precision, a
+changed result leaves the docs stale (so CI fails), and `docs/benchmark/` holds the runs the docs cite, no more."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments import doc_figures
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def fresh_json(monkeypatch, tmp_path):
+    """A copy of the committed JSON that a test may change; the tool reads the copy."""
+    shutil.copytree(doc_figures.REPRODUCTION, tmp_path / "reproduction", ignore=shutil.ignore_patterns("*.png"))
+    shutil.copytree(doc_figures.BENCHMARK, tmp_path / "benchmark", ignore=shutil.ignore_patterns("*.md"))
+    monkeypatch.setattr(doc_figures, "REPRODUCTION", tmp_path / "reproduction")
+    monkeypatch.setattr(doc_figures, "BENCHMARK", tmp_path / "benchmark")
+    doc_figures.reproduction.cache_clear()
+    doc_figures.run.cache_clear()
+    yield tmp_path
+    doc_figures.reproduction.cache_clear()
+    doc_figures.run.cache_clear()
+
+
+def _edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("page", doc_figures.PAGES)
+def test_every_generated_block_is_rendered_from_the_committed_json(page):
+    text = (REPO / page).read_text()
+    assert text.count("<!-- generated:") == text.count("<!-- /generated:") == len(doc_figures.blocks_in(text))
+    old = {m["name"]: m[0] for m in doc_figures._BLOCK.finditer(text)}
+    new = {m["name"]: m[0] for m in doc_figures._BLOCK.finditer(doc_figures.regenerate(text))}
+    stale = [name for name in old if old[name] != new[name]]
+    assert not stale, f"{page}: run `python -m experiments.doc_figures` (stale: {', '.join(stale)})"
+
+
+def test_every_block_is_used_and_every_fact_is_in_its_page():
+    used = {name for page in doc_figures.PAGES for name in doc_figures.blocks_in((REPO / page).read_text())}
+    assert used == set(doc_figures.BLOCKS)
+    facts = doc_figures.facts()
+    assert len(facts) > 50 and {f.page for f in facts} == set(doc_figures.PAGES)
+    missing = doc_figures.missing_facts()
+    assert not missing, "\n".join(f"{f.page} lacks: {f.text}" for f in missing)
+
+
+def test_verdict_words_are_the_committed_verdicts():
+    """The generated claims tables carry each committed verdict; a prose verdict is the committed one's word."""
+    page = (REPO / "docs" / "reproduction.md").read_text()
+    for family in ("codeparrot-tiny", "crammed-bert-tiny"):
+        result = doc_figures.reproduction(family)
+        for setting in ("best_lr", "shared_lr"):
+            for row in result["settings"][setting]["claims"]:
+                word = doc_figures.verdict_word(row["verdict"])
+                assert word in ("held", "did not hold", "inconclusive"), row["verdict"]
+                cell = doc_figures._claim_cell(row)
+                assert cell.lstrip("*").startswith(word) and cell in page
+    assert not doc_figures.unchecked_verdicts(), "\n".join(doc_figures.unchecked_verdicts())
+    assert doc_figures.verdict_word("did NOT hold") == "did not hold"
+    assert doc_figures.verdict_word("inconclusive (seeds disagree)") == "inconclusive"
+    cp = doc_figures.reproduction("codeparrot-tiny")
+    assert doc_figures.in_both(cp, "SAS-P ahead of SAS") == "did not hold in either setting"
+    assert doc_figures.in_both(cp, "SAS ahead of Pre-LN") == "held in both settings"
+    assert doc_figures.in_both(cp, "SAS-P within 2% of the parallel") == (
+        "did not hold at the blocks' own best lrs, inconclusive at Pre-LN's"
+    )
+
+
+def test_a_changed_reproduction_result_leaves_its_tables_and_prose_stale(fresh_json):
+    """A rerun that changes one claim's verdict and one RaPTr loss: the claims table, the RaPTr table and the prose
+    that quotes them no longer match the pages."""
+    readme = (REPO / "README.md").read_text()
+    reproduction = (REPO / "docs" / "reproduction.md").read_text()
+    assert doc_figures.regenerate(reproduction) == reproduction and not doc_figures.missing_facts()
+
+    def change(result):
+        (row,) = [c for c in result["settings"]["best_lr"]["claims"] if c["claim"].startswith("SAS-P ahead of SAS")]
+        row["verdict"] = "held"
+        result["raptr"]["equal_steps"]["raptr_minus_full_mean"] = -0.25
+
+    _edit(fresh_json / "reproduction" / "codeparrot-tiny" / "results.json", change)
+    doc_figures.reproduction.cache_clear()
+    regenerated = doc_figures.regenerate(reproduction)
+    assert regenerated != reproduction and "**held**: +1.3%" in regenerated
+    missing = {(f.page, f.text) for f in doc_figures.missing_facts()}
+    assert any(page == "README.md" and "−0.250" in text for page, text in missing)
+    assert any(page == "README.md" and "SAS-P ahead of SAS at equal time held" in text for page, text in missing)
+    assert doc_figures.regenerate(readme) == readme  # the README has no reproduction table
+
+
+def test_a_changed_benchmark_run_leaves_the_speed_tables_and_prose_stale(fresh_json):
+    speed = (REPO / "docs" / "speed.md").read_text()
+    _edit(fresh_json / "benchmark" / "run16.json", lambda run: run["raptr"].update(half_over_full_median=0.7))
+    doc_figures.run.cache_clear()
+    assert "| 0.673 | 0.644 | 0.640 | 0.700 |" in doc_figures.regenerate(speed)
+    missing = [f for f in doc_figures.missing_facts() if f.page == "docs/raptr.md"]
+    assert [f.text for f in missing] and all("0.640–0.700" in f.text for f in missing)
+
+
+def test_the_check_command_passes_on_the_committed_docs_and_rewrites_nothing():
+    before = {page: (REPO / page).read_text() for page in doc_figures.PAGES}
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.doc_figures", "--check"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {page: (REPO / page).read_text() for page in doc_figures.PAGES} == before
+
+
+def test_an_unknown_block_is_refused_by_name():
+    with pytest.raises(KeyError, match="unknown generated block 'nope'"):
+        doc_figures.regenerate("<!-- generated:nope -->\n| x |\n<!-- /generated:nope -->")
+
+
+def test_docs_benchmark_holds_the_runs_the_docs_cite_and_every_cited_file_exists():
+    """Every file of docs/benchmark/ is named by a current page or tool (older runs live in git history and the
+    CHANGELOG), and every docs/benchmark/ file a page or tool names is there."""
+    sources = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "benchmarks").rglob("*.py")]
+    sources += [REPO / "experiments" / "doc_figures.py", REPO / "tests" / "test_benchmark.py"]
+    text = "\n".join(p.read_text() for p in sources)
+    runs = {*doc_figures.CURRENT_RUNS, *doc_figures.DECODE_RUNS, *doc_figures.FAST_HOST_RUNS}
+    for path in sorted((REPO / "docs" / "benchmark").iterdir()):
+        cited = path.name in text or path.stem in runs  # a run cited by the tool: its JSON and its tables
+        assert cited, f"docs/benchmark/{path.name} is cited by no page or tool"
+    for name in set(re.findall(r"benchmark/([\w.]+\.(?:json|md))", text)):
+        assert (REPO / "docs" / "benchmark" / name).exists(), name

@@ -1,4 +1,5 @@
-"""Shared fixtures. Every test runs with HF_HOME in a temporary directory, offline."""
+"""Shared fixtures. Every test runs offline, with HF_HOME and the system temp folder in one folder of this session's
+own, removed when the session ends."""
 
 import contextlib
 import logging
@@ -6,9 +7,13 @@ import os
 import shutil
 import tempfile
 import warnings
+from pathlib import Path
 
-_HF_HOME = tempfile.mkdtemp(prefix="simplified-hf-home-")
-os.environ["HF_HOME"] = _HF_HOME
+# Everything this session and its subprocesses write to the system temp folder (pytest's tmp_path folders, the
+# remote-code module cache in HF_HOME, torch.compile's inductor cache, torchrun's logs, servers' homes) goes here.
+_SESSION_TMP = tempfile.mkdtemp(prefix="simplified-tests-")
+os.environ["TMPDIR"] = tempfile.tempdir = _SESSION_TMP
+os.environ["HF_HOME"] = os.path.join(_SESSION_TMP, "hf-home")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -17,9 +22,24 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 import pytest  # noqa: E402
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own, which removes its tmp_path folders when every test passed
 def pytest_sessionfinish(session, exitstatus):
-    """Remove this session's HF_HOME (the remote-code module cache: tens of MB per run)."""
-    shutil.rmtree(_HF_HOME, ignore_errors=True)
+    """Remove this session's temporary folder (~470 MB after `make test`); a failing session keeps only its failed
+    tests' tmp_path folders (pytest's `tmp_path_retention_policy = "failed"`, pyproject.toml), named in the summary."""
+    for entry in Path(_SESSION_TMP).iterdir():
+        if exitstatus != 0 and entry.name.startswith("pytest-of-"):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    if exitstatus == 0 or not any(Path(_SESSION_TMP).iterdir()):
+        shutil.rmtree(_SESSION_TMP, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if os.path.isdir(_SESSION_TMP):
+        terminalreporter.write_line(f"failed tests' tmp_path folders kept in {_SESSION_TMP}")
 
 
 import torch  # noqa: E402

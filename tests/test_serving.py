@@ -40,6 +40,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -410,6 +411,7 @@ def _server(folder: str, *args: str, launcher: str | None = None, startup_timeou
             process.wait(timeout=15)
         log.close()
         os.unlink(log.name)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _check_completions(server, folder: str, model, tokenizer):

@@ -57,6 +57,7 @@ from conftest import perturb_, tiny_config
 from transformers import (
     AttentionInterface,
     AutoModel,
+    AutoTokenizer,
     ContinuousBatchingConfig,
     GenerationConfig,
     GPT2Config,
@@ -479,8 +480,8 @@ def test_transformers_serve_remote_code_with_launcher(tmp_path, bpe_tokenizer, c
         _check_completions(server, folder, model, bpe_tokenizer)
 
 
-#: a minimal chat template: each message as "role: content" on its own line, then "assistant:"
-CHAT_TEMPLATE = (
+#: a minimal chat template (docs/serving.md's): each message as "role: content" on its own line, then "assistant:"
+TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}"
 )
@@ -491,8 +492,8 @@ CHAT_TEMPLATE = (
 def test_launcher_answers_a_chat_request_without_a_chat_template_with_400_and_the_reason(tmp_path, bpe_tokenizer):
     """A chat request to an export whose tokenizer has no chat template (as `make demo`'s) got HTTP 500 with the
     body `Internal Server Error` (the reason only in the server's log): the launcher answers 400, as the server
-    answers other bad requests, with the reason and what to do; with a template given, the same request is served,
-    and its reply is `generate`'s greedy tokens on the templated prompt."""
+    answers other bad requests, with the reason and what to do; with a template given in the request, or saved with
+    the tokenizer, the same request is served, and its reply is `generate`'s greedy tokens on the templated prompt."""
     folder, model = _export_simplified(tmp_path, bpe_tokenizer)
     assert bpe_tokenizer.chat_template is None
     messages = [{"role": "user", "content": "def foo(x):"}]
@@ -510,12 +511,18 @@ def test_launcher_answers_a_chat_request_without_a_chat_template_with_400_and_th
             assert "/v1/completions" in detail and "tokenizer.chat_template" in detail
 
         body = {"model": folder, "messages": messages, "generation_config": gen}
-        reply = _post(
-            server.url + "/v1/chat/completions", {**body, "chat_template_kwargs": {"chat_template": CHAT_TEMPLATE}}
+        given = _post(
+            server.url + "/v1/chat/completions", {**body, "chat_template_kwargs": {"chat_template": TEMPLATE}}
         )
-    ids = bpe_tokenizer.apply_chat_template(messages, chat_template=CHAT_TEMPLATE, add_generation_prompt=True)[
-        "input_ids"
-    ]
+        # the template saved with the tokenizer, as docs/serving.md shows it; /reset unloads the model, which the
+        # next request loads again from the folder
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+        tokenizer.chat_template = TEMPLATE
+        tokenizer.save_pretrained(folder)
+        _post(server.url + "/reset", {})
+        saved = _post(server.url + "/v1/chat/completions", body)
+    ids = bpe_tokenizer.apply_chat_template(messages, chat_template=TEMPLATE, add_generation_prompt=True)["input_ids"]
     expected = _reference(model, ids)
-    assert reply["usage"]["prompt_tokens"] == len(ids) and reply["usage"]["completion_tokens"] == NEW_TOKENS
-    assert reply["choices"][0]["message"]["content"] == bpe_tokenizer.decode(expected, skip_special_tokens=True)
+    for reply in (given, saved):
+        assert reply["usage"]["prompt_tokens"] == len(ids) and reply["usage"]["completion_tokens"] == NEW_TOKENS
+        assert reply["choices"][0]["message"]["content"] == bpe_tokenizer.decode(expected, skip_special_tokens=True)

@@ -20,7 +20,7 @@ from transformers import AutoConfig
 from transformers.cli.serving import model_manager
 from transformers.cli.serving.chat_completion import ChatCompletionHandler
 from transformers.cli.serving.response import ResponseHandler
-from transformers.cli.transformers import main
+from transformers.cli.transformers import main as transformers_cli
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
 
@@ -43,13 +43,18 @@ def _needs_chat_template(resolve_model):
     return checked
 
 
-for handler in (ChatCompletionHandler, ResponseHandler):  # the two that apply the chat template
-    handler._resolve_model = _needs_chat_template(handler._resolve_model)
+def main() -> None:
+    for handler in (ChatCompletionHandler, ResponseHandler):  # the two that apply the chat template
+        handler._resolve_model = _needs_chat_template(handler._resolve_model)
+    path = sys.argv[sys.argv.index("serve") + 1]
+    config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+    cls = get_class_from_dynamic_module(config.auto_map["AutoModelForCausalLM"], path)
+    # the module object the serve model manager reads the class from (importing transformers' modeling code can
+    # replace sys.modules["transformers"] with a new lazy module, so an attribute set on an earlier
+    # `import transformers` is lost)
+    setattr(model_manager.transformers, config.architectures[0], cls)
+    transformers_cli()
 
-path = sys.argv[sys.argv.index("serve") + 1]
-config = AutoConfig.from_pretrained(path, trust_remote_code=True)
-cls = get_class_from_dynamic_module(config.auto_map["AutoModelForCausalLM"], path)
-# the module object the serve model manager reads the class from (importing transformers' modeling code can replace
-# sys.modules["transformers"] with a new lazy module, so an attribute set on an earlier `import transformers` is lost)
-setattr(model_manager.transformers, config.architectures[0], cls)
-main()
+
+if __name__ == "__main__":
+    main()

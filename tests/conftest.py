@@ -1,14 +1,20 @@
-"""Shared fixtures. Every test runs with HF_HOME in a temporary directory, offline."""
+"""Shared fixtures. Every test runs offline, with HF_HOME and the system temp folder in one folder of this session's
+own, removed when the session ends."""
 
+import atexit
 import contextlib
 import logging
 import os
 import shutil
 import tempfile
 import warnings
+from pathlib import Path
 
-_HF_HOME = tempfile.mkdtemp(prefix="simplified-hf-home-")
-os.environ["HF_HOME"] = _HF_HOME
+# Everything this session and its subprocesses write to the system temp folder (pytest's tmp_path folders, the
+# remote-code module cache in HF_HOME, torch.compile's inductor cache, torchrun's logs, servers' homes) goes here.
+_SESSION_TMP = Path(tempfile.mkdtemp(prefix="simplified-tests-"))
+os.environ["TMPDIR"] = tempfile.tempdir = str(_SESSION_TMP)
+os.environ["HF_HOME"] = str(_SESSION_TMP / "hf-home")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -17,9 +23,37 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 import pytest  # noqa: E402
 
 
+def _remove_session_tmp(keep_failed: bool) -> None:
+    """Remove the session's temporary folder, or all of it but pytest's folder (the failed tests' tmp_path folders)."""
+    if not _SESSION_TMP.is_dir():
+        return
+    for entry in _SESSION_TMP.iterdir():
+        if keep_failed and entry.name.startswith("pytest-of-"):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: kept
+        _SESSION_TMP.rmdir()
+
+
+# Again at exit (registered before torch is imported, so it runs after torch's exit hooks): torch's inductor cache
+# folder, pinned to this folder by TORCHINDUCTOR_CACHE_DIR, was seen made again after the session had ended.
+# pytest's folder exists then only if a failing session kept it.
+atexit.register(_remove_session_tmp, keep_failed=True)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own, which removes its tmp_path folders when every test passed
 def pytest_sessionfinish(session, exitstatus):
-    """Remove this session's HF_HOME (the remote-code module cache: tens of MB per run)."""
-    shutil.rmtree(_HF_HOME, ignore_errors=True)
+    """Remove this session's temporary folder (~470 MB after `make test`); a failing session keeps only its failed
+    tests' tmp_path folders (pytest's `tmp_path_retention_policy = "failed"`, pyproject.toml), named in the summary."""
+    _remove_session_tmp(keep_failed=exitstatus != 0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _SESSION_TMP.is_dir():
+        terminalreporter.write_line(f"failed tests' tmp_path folders kept in {_SESSION_TMP}")
 
 
 import torch  # noqa: E402

@@ -1,12 +1,21 @@
 """What generic transformers code does with a model of this family, end to end: the keyword arguments its callers
-pass to any head, PEFT LoRA fine-tuning (train, save and reload the adapter, merge) and `torch.export`."""
+pass to any head, PEFT LoRA fine-tuning (train, save and reload the adapter, merge; in process, and
+examples/lora.py run as a user runs it) and `torch.export`."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 from conftest import perturb_, tiny_config
 
 from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification
 
+ROOT = Path(__file__).resolve().parents[1]
 HEADS = [SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification]
 #: what transformers' generic callers (pipelines, the Trainer's evaluation, PEFT, benchmarks) pass to any model
 GENERIC_KWARGS = dict(use_cache=False, output_attentions=False, output_hidden_states=True, return_dict=True)
@@ -81,6 +90,38 @@ def test_peft_lora_all_linear_trains_reloads_exactly_and_merges(block_type, tmp_
         assert type(merged) is SimplifiedForCausalLM
         assert not any("lora_" in n for n, _ in merged.named_parameters())
         torch.testing.assert_close(merged(input_ids=ids).logits, trained, rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow  # a fresh interpreter, 10 Trainer steps and three loads: about 25 s on 2 cores
+def test_the_lora_example_fine_tunes_an_export_saves_reloads_and_merges(tmp_path, bpe_tokenizer):
+    """`python examples/lora.py EXPORT --output-dir OUT` (docs/fine_tuning.md), as a user runs it, on a folder of
+    `simplified-export` loaded with `trust_remote_code=True`: the loss on its text goes down, the adapter is saved
+    (LoRA weights only) and reloaded onto the base with identical logits, and the merged model is a full folder with
+    its code that loads without peft and gives the adapter's logits within 1e-5."""
+    from modeling_simplified.hub_cards.export import export_model
+
+    model = perturb_(SimplifiedForCausalLM(tiny_config("sas_p", vocab_size=len(bpe_tokenizer))))
+    export_model(model, tmp_path / "export", tokenizer=bpe_tokenizer)
+    out = tmp_path / "lora"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "lora.py"), str(tmp_path / "export"), "--output-dir", str(out)]
+        + ["--steps", "10", "--seq-len", "32"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    before, after = map(float, re.search(r"loss on the text: (\S+) before, (\S+) after 10 steps", done.stdout).groups())
+    assert after < before, done.stdout
+    assert "reloaded onto the base: identical logits: True" in done.stdout
+    error = float(re.search(r"max \|merged - adapter\| logit: (\S+) \(atol 1e-05\)", done.stdout).group(1))
+    assert error <= 1e-5
+    adapter = safetensors.torch.load_file(out / "adapter" / "adapter_model.safetensors")
+    assert adapter and all("lora_" in name for name in adapter)
+    merged = json.loads((out / "merged" / "config.json").read_text())
+    assert merged["auto_map"]["AutoModelForCausalLM"] == "modeling_simplified.SimplifiedForCausalLM"
+    assert (out / "merged" / "modeling_simplified.py").is_file() and (out / "merged" / "tokenizer.json").is_file()
 
 
 # -- torch.export ------------------------------------------------------------------------------------------------

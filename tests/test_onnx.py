@@ -19,7 +19,11 @@ centring term at 64 tokens after a 17-token export).
 """
 
 import contextlib
+import re
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -313,6 +317,26 @@ def test_running_sum_exports_for_every_length():
     for length in (1, 5, 33, 64, 200):
         ids = torch.ones(2, length, dtype=torch.long)
         assert torch.equal(run_onnx(session, ids)[0, :, 0], torch.arange(1.0, length + 1.0))
+
+
+@pytest.mark.slow  # a fresh interpreter and one export: about 20 s on 2 cores
+def test_the_docs_logits_snippet_exports_without_a_warning(tmp_path):
+    """docs/export.md's `torch.onnx.export` snippet, run as written in a fresh interpreter on a saved model at the
+    path it names: no "Exporting a model while it is in training mode" warning (its `Logits` wrapper was never put
+    in eval mode), and the saved graph gives eager's logits at another batch and length."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "export.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", page, re.S).group(1)
+    assert '"my-model"' in snippet and 'program.save("model.onnx")' in snippet
+    model = causal_lm("sas_p")
+    model.save_pretrained(tmp_path / "my-model")
+    proc = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "training mode" not in proc.stderr, proc.stderr[-3000:]
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    ids = torch.randint(0, VOCAB, (3, 33), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+    assert_close_to_eager(run_onnx(session, ids, torch.ones_like(ids)), expected, "docs snippet, batch 3, length 33")
 
 
 # ---------------------------------------------------------------------------------------------------------------

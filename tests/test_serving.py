@@ -40,6 +40,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -47,6 +48,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -55,6 +57,7 @@ from conftest import perturb_, tiny_config
 from transformers import (
     AttentionInterface,
     AutoModel,
+    AutoTokenizer,
     ContinuousBatchingConfig,
     GenerationConfig,
     GPT2Config,
@@ -328,23 +331,9 @@ needs_serve = pytest.mark.skipif(
     not is_serve_available(), reason="needs transformers[serving] (fastapi, uvicorn, openai)"
 )
 SERVE_PROMPTS = ["def foo(x):", "import json\n", "class A", "return self._value"]
-#: the workaround for remote-code models (docs/serving.md): make the class findable where transformers serve looks
-LAUNCHER = """\
-import sys
-
-from transformers import AutoConfig
-from transformers.cli.serving import model_manager
-from transformers.cli.transformers import main
-from transformers.dynamic_module_utils import get_class_from_dynamic_module
-
-path = sys.argv[sys.argv.index("serve") + 1]
-config = AutoConfig.from_pretrained(path, trust_remote_code=True)
-cls = get_class_from_dynamic_module(config.auto_map["AutoModelForCausalLM"], path)
-# the module object the serve model manager reads the class from (importing transformers' modeling code can replace
-# sys.modules["transformers"] with a new lazy module, so an attribute set on an earlier `import transformers` is lost)
-setattr(model_manager.transformers, config.architectures[0], cls)
-main()
-"""
+#: the workaround for remote-code models (docs/serving.md): the class put where transformers serve looks for it, and a
+#: chat request to a tokenizer without a chat template answered 400 with the reason
+LAUNCHER = str(Path(__file__).resolve().parents[1] / "examples" / "serve_remote.py")
 
 
 class ServerExited(RuntimeError):
@@ -368,8 +357,9 @@ def _post(url: str, body: dict, timeout: float = 60) -> dict:
 
 @contextlib.contextmanager
 def _server(folder: str, *args: str, launcher: str | None = None, startup_timeout: float = 120):
-    """`transformers serve FOLDER ARGS` on 127.0.0.1 at a free port, offline with its own HF_HOME; yields the base
-    URL (and the log's tail) once /health answers, and always stops the process (terminate, then kill) on the way out."""
+    """`transformers serve FOLDER ARGS` (`python LAUNCHER serve FOLDER ARGS` with a launcher) on 127.0.0.1 at a free
+    port, offline with its own HF_HOME; yields the base URL (and the log's tail) once /health answers, and always
+    stops the process (terminate, then kill) and removes its HF_HOME on the way out."""
     port = _free_port()
     home = tempfile.mkdtemp(prefix="serve-hf-home-")
     env = {
@@ -380,7 +370,7 @@ def _server(folder: str, *args: str, launcher: str | None = None, startup_timeou
         "HF_HUB_DISABLE_UPDATE_CHECK": "1",
         "NO_PROXY": "127.0.0.1,localhost",
     }
-    entry = [sys.executable, "-c", launcher] if launcher else [sys.executable, "-m", "transformers.cli.transformers"]
+    entry = [sys.executable, launcher] if launcher else [sys.executable, "-m", "transformers.cli.transformers"]
     command = [*entry, "serve", folder, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", *args]
     log = tempfile.NamedTemporaryFile("w+", prefix="serve-log-", suffix=".txt", delete=False)
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -410,6 +400,7 @@ def _server(folder: str, *args: str, launcher: str | None = None, startup_timeou
             process.wait(timeout=15)
         log.close()
         os.unlink(log.name)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _check_completions(server, folder: str, model, tokenizer):
@@ -481,9 +472,57 @@ def test_transformers_serve_remote_code(tmp_path, bpe_tokenizer):
 @pytest.mark.slow  # a server process per test: about 20 s each on 2 cores
 @pytest.mark.parametrize("continuous_batching", [False, True], ids=["sequential", "continuous-batching"])
 def test_transformers_serve_remote_code_with_launcher(tmp_path, bpe_tokenizer, continuous_batching):
-    """The documented workaround: `python launcher.py serve FOLDER --trust-remote-code` (LAUNCHER: the class from
+    """The documented workaround: `python examples/serve_remote.py serve FOLDER --trust-remote-code` (the class from
     the folder's `auto_map`, set on the `transformers` module, then the stock CLI) serves the exported model."""
     folder, model = _export_simplified(tmp_path, bpe_tokenizer)
     args = ("--trust-remote-code", *(CB_ARGS if continuous_batching else ()))
     with _server(folder, *args, launcher=LAUNCHER) as server:
         _check_completions(server, folder, model, bpe_tokenizer)
+
+
+#: a minimal chat template (docs/serving.md's): each message as "role: content" on its own line, then "assistant:"
+TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+@needs_serve
+@pytest.mark.slow  # a server process: about 20 s on 2 cores
+def test_launcher_answers_a_chat_request_without_a_chat_template_with_400_and_the_reason(tmp_path, bpe_tokenizer):
+    """A chat request to an export whose tokenizer has no chat template (as `make demo`'s) got HTTP 500 with the
+    body `Internal Server Error` (the reason only in the server's log): the launcher answers 400, as the server
+    answers other bad requests, with the reason and what to do; with a template given in the request, or saved with
+    the tokenizer, the same request is served, and its reply is `generate`'s greedy tokens on the templated prompt."""
+    folder, model = _export_simplified(tmp_path, bpe_tokenizer)
+    assert bpe_tokenizer.chat_template is None
+    messages = [{"role": "user", "content": "def foo(x):"}]
+    gen = json.dumps({"max_new_tokens": NEW_TOKENS, "do_sample": False, "eos_token_id": None})
+    with _server(folder, "--trust-remote-code", launcher=LAUNCHER) as server:
+        for endpoint, body in [
+            ("/v1/chat/completions", {"model": folder, "messages": messages, "generation_config": gen}),
+            ("/v1/responses", {"model": folder, "input": "def foo(x):", "generation_config": gen}),
+        ]:
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                _post(server.url + endpoint, body)
+            assert refused.value.code == 400, (endpoint, server.log())
+            detail = json.loads(refused.value.read())["detail"]
+            assert detail.startswith(f"The tokenizer of {folder} has no chat template"), detail
+            assert "/v1/completions" in detail and "tokenizer.chat_template" in detail
+
+        body = {"model": folder, "messages": messages, "generation_config": gen}
+        given = _post(
+            server.url + "/v1/chat/completions", {**body, "chat_template_kwargs": {"chat_template": TEMPLATE}}
+        )
+        # the template saved with the tokenizer, as docs/serving.md shows it; /reset unloads the model, which the
+        # next request loads again from the folder
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+        tokenizer.chat_template = TEMPLATE
+        tokenizer.save_pretrained(folder)
+        _post(server.url + "/reset", {})
+        saved = _post(server.url + "/v1/chat/completions", body)
+    ids = bpe_tokenizer.apply_chat_template(messages, chat_template=TEMPLATE, add_generation_prompt=True)["input_ids"]
+    expected = _reference(model, ids)
+    for reply in (given, saved):
+        assert reply["usage"]["prompt_tokens"] == len(ids) and reply["usage"]["completion_tokens"] == NEW_TOKENS
+        assert reply["choices"][0]["message"]["content"] == bpe_tokenizer.decode(expected, skip_special_tokens=True)

@@ -230,3 +230,37 @@ def test_tensor_parallel_on_two_processes_matches_one_process(tmp_path):
         assert replicated and not set(replicated) & halved, (folder.name, set(replicated) & halved)
         if "shared-gains" in folder.name or "after-proj" in folder.name:
             assert not {n for n in halved if ".mixing." in n or "head_scale" in n}, folder.name
+
+
+@pytest.mark.slow  # torchrun with 2 processes: about 20 s on 2 cores
+def test_the_example_shards_an_export_and_matches_one_process(tmp_path, bpe_tokenizer):
+    """`torchrun --nproc_per_node 2 examples/tensor_parallel.py EXPORT`, as docs/tensor_parallel.md gives it, on a
+    folder of `simplified-export` (its own code, loaded with `trust_remote_code=True`): each rank holds a share of the weights, and the sharded logits and greedy tokens equal one whole
+    process's; a model that cannot be sharded fails with the one message."""
+    from modeling_simplified.hub_cards.export import export_model
+
+    good = perturb_(SimplifiedForCausalLM(tiny_config("sas_p", vocab_size=len(bpe_tokenizer))))
+    export_model(good, tmp_path / "export", tokenizer=bpe_tokenizer)
+    gqa = SimplifiedForCausalLM(tiny_config("pre_ln", vocab_size=len(bpe_tokenizer), num_key_value_heads=2))
+    export_model(gqa, tmp_path / "gqa", tokenizer=bpe_tokenizer)
+
+    def example(folder):
+        torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
+        command = [torchrun, "--nproc_per_node", str(TP), "--master_addr", "127.0.0.1"]
+        command += ["--master_port", str(_free_port()), "examples/tensor_parallel.py", str(folder)]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+
+    done = example(tmp_path / "export")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    held = sorted(re.findall(r"rank (\d)/2: holds (\d+)% of the parameters' elements", done.stdout))
+    assert [rank for rank, _ in held] == ["0", "1"] and all(50 <= int(share) < 80 for _, share in held), held
+    error = re.search(
+        r"max \|sharded - whole\| logit: (\S+) \(atol 1e-05\); greedy tokens identical: True", done.stdout
+    )
+    assert error and float(error.group(1)) <= ATOL, done.stdout
+    assert "rank 0 loaded transformers_modules." in done.stdout  # the folder's code, not this checkout's
+
+    refused = example(tmp_path / "gqa")
+    assert refused.returncode != 0
+    assert "num_key_value_heads=2 differs from num_attention_heads=4" in refused.stderr

@@ -11,8 +11,10 @@ git repositories that this module builds in the layouts the Hub holds for the da
 
 `OlahHub(root)` builds the repositories under `root/mirrors`, starts `olah-cli` on a free port and waits until it
 answers; `publish(folder, repo_id)` makes any folder (an exported model) a served git repository. olah is read-only:
-uploads go to `hub_server.HubServer`. Facts about olah: /work/shared/notes/hub-mirror.md (every repository needs a
-`README.md` and a `main` branch; offline mode with a `*/*` proxy rule).
+uploads go to `hub_server.HubServer`. What olah needs: every repository a git repository with a `README.md` and a
+`main` branch (a missing file is answered 401 `RepoNotFound`), offline mode with a `*/*` proxy rule (without a rule
+every repository is refused), and a revision in every repository-info request (without one, offline olah looks
+only in its cache).
 """
 
 from __future__ import annotations

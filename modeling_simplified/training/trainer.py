@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +258,10 @@ class SimplifiedTrainer(Trainer):
         return bool(getattr(self.accelerator.dataloader_config, "use_stateful_dataloader", False))
 
     def get_train_dataloader(self):
-        loader = super().get_train_dataloader()
+        with warnings.catch_warnings():
+            # torchdata 0.11's StatefulDataLoader calls torch.set_vital, deprecated in torch 2.13: not the user's concern
+            warnings.filterwarnings("ignore", message="'set_vital' is deprecated", category=UserWarning)
+            loader = super().get_train_dataloader()
         if self._stream_state is not None:
             loader.load_state_dict(self._stream_state)
         return loader

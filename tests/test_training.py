@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -299,6 +300,17 @@ def test_resuming_a_finished_run_changes_nothing_and_a_larger_max_steps_trains_i
         assert _snapshot(run) == before
     assert main(["--preset", CAUSAL[1], *common, "--max-steps", "4", "--output-dir", str(run), "--resume"]) == 0
     assert _snapshot(run) == before
+    # killed after its last checkpoint, before its report: refused with the way out, nothing written
+    cut = tmp_path / "cut"
+    shutil.copytree(run, cut)
+    (cut / "metrics.json").unlink()
+    cut_files = _snapshot(cut)
+    capsys.readouterr()
+    assert main([*common, "--output-dir", str(cut), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "reached its last step (checkpoint-4)" in err[0], err
+    assert f"simplified-export {cut / 'checkpoint-4'}" in err[0] and "a larger --max-steps" in err[0]
+    assert _snapshot(cut) == cut_files
 
     # a larger --max-steps is the explicit way on: the run trains to 6, its report covers all 6 steps
     assert main([*common, "--max-steps", "6", "--output-dir", str(run), "--resume"]) == 0

@@ -11,8 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from modeling_simplified.training.api import TrainPlan, first_line, train
-from modeling_simplified.training.presets import UsageError, add_set_option, apply_override, load_preset
+from modeling_simplified.training.api import train
+from modeling_simplified.training.plan import TrainPlan
+from modeling_simplified.training.presets import UsageError, add_set_option, apply_override, first_line, load_preset
 
 PRESET = "codeparrot-tiny-sas_p"
 PROMPT = "    def __init__(self, "

@@ -9,6 +9,7 @@ win over the preset, and the expanded values are what `config.json` stores, with
 """
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
@@ -37,7 +38,7 @@ def _require_transformers(installed: str = transformers.__version__, minimum: st
 
 _require_transformers()
 
-from transformers import PreTrainedConfig  # noqa: E402  (after the version check: a 4.x install has no such name)
+from transformers import GenerationConfig, PreTrainedConfig  # noqa: E402  (after the version check: 4.x lacks them)
 
 NORM_TYPES = ("rmsnorm", "layernorm", "none")
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "leaky_relu", "swiglu", "geglu")
@@ -378,6 +379,7 @@ class SimplifiedConfig(PreTrainedConfig):
     eos_token_id: int | list[int] | None = None
 
     def __post_init__(self, **kwargs):
+        _check_no_misspelt_field(kwargs)
         super().__post_init__(**kwargs)
         auto_map = getattr(self, "auto_map", None) or {}
         if not isinstance(auto_map, dict) or not all(isinstance(v, (str, list)) for v in auto_map.values()):
@@ -599,6 +601,44 @@ class SimplifiedConfig(PreTrainedConfig):
             plan["layers.*.mlp.fc_in"] = "simplified_gate_up_colwise" if gated else "colwise"
             plan["layers.*.mlp.fc_out"] = "rowwise"
         return plan
+
+
+#: How close (difflib's ratio) a key that is not a field must be to one to count as its misspelling: a letter or two
+#: off in a name of 8+ characters (`hiden_size`, `blok_type`); tokenizer and other models' keys (`cls_token_id`,
+#: `hidden_dropout_prob`, `vocab_file`, `rms_norm_eps`) stay below it and pass as extra attributes.
+MISSPELLING_CUTOFF = 0.9
+
+#: Keys transformers writes or passes to every config beyond `PreTrainedConfig`'s fields and the generation
+#: parameters: those its `__post_init__` reads, and 4.x's `PretrainedConfig.__init__` arguments still found in saved
+#: `config.json` files. Never taken for a misspelt field.
+_GENERIC_KEYS = frozenset(
+    """model_type auto_map torch_dtype num_labels name_or_path output_attentions attn_implementation
+    experts_implementation per_layer_config rope_scaling rope_parameters tie_last_hidden_states torchscript
+    use_bfloat16 tf_legacy_loss pruned_heads is_decoder add_cross_attention cross_attention_hidden_size
+    tie_encoder_decoder finetuning_task task_specific_params tokenizer_class prefix sep_token_id
+    decoder_start_token_id""".split()
+)
+
+
+def _check_no_misspelt_field(extra: dict) -> None:
+    """One ValueError naming the field meant for a key that is not a field but close to one (`hiden_size=256` would
+    otherwise be stored as an extra attribute and the model built at the default width). Keys of transformers' own
+    (`_GENERIC_KEYS`, the base class's fields, generation parameters, private `_…` keys) and keys unlike any field
+    pass, as transformers lets them."""
+    fields = list(SimplifiedConfig.__annotations__)
+    for key in extra:
+        meant = difflib.get_close_matches(key, fields, n=1, cutoff=MISSPELLING_CUTOFF) if isinstance(key, str) else []
+        if meant and not key.startswith("_") and key not in _generic_keys():
+            raise ValueError(
+                f"SimplifiedConfig: {key!r} is not a field; did you mean {meant[0]!r}? (an unknown key would be kept "
+                f"as an unused attribute and the model built with {meant[0]}'s default)"
+            )
+
+
+def _generic_keys() -> frozenset[str]:
+    """Every key transformers itself may put into a config (see `_GENERIC_KEYS`)."""
+    base = {f.name for f in dataclasses.fields(PreTrainedConfig)}
+    return _GENERIC_KEYS | base | set(GenerationConfig().to_dict())
 
 
 def _complete_auto_map(auto_map: dict) -> dict:

@@ -2,13 +2,16 @@
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import tiny_config
 
 from modeling_simplified import BLOCK_PRESETS, BLOCK_TYPES, BLOCKS, SimplifiedConfig
-from modeling_simplified.configuration_simplified import ACTIVATIONS
+from modeling_simplified.configuration_simplified import _GENERIC_KEYS, ACTIVATIONS
 
 # (kwargs, field the message must name). Every row must raise exactly ValueError.
 BAD_CONFIGS = [
@@ -254,6 +257,83 @@ def test_json_file_is_validated(tmp_path):
         json.dump(data, f)
     with pytest.raises(ValueError, match="block_type"):
         SimplifiedConfig.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "kwargs,typo,meant",
+    [
+        (dict(block_type="sas_p", hiden_size=256), "hiden_size", "hidden_size"),
+        (dict(blok_type="sas"), "blok_type", "block_type"),
+        (dict(block_type="sas", norm_typ="layernorm"), "norm_typ", "norm_type"),
+        (dict(beta_ff_int=0.2), "beta_ff_int", "beta_ff_init"),
+        (dict(num_hidden_layer=4), "num_hidden_layer", "num_hidden_layers"),
+    ],
+)
+def test_a_misspelt_field_is_one_error_naming_the_field_meant(kwargs, typo, meant):
+    """Without the check, `hiden_size=256` builds a model of width 768 and says nothing."""
+    with pytest.raises(ValueError) as info:
+        SimplifiedConfig(**kwargs)
+    message = str(info.value)
+    assert len(message.splitlines()) == 1
+    assert f"{typo!r} is not a field; did you mean {meant!r}?" in message
+
+
+@pytest.mark.parametrize("renamed", [False, True], ids=["added", "renamed"])
+def test_a_misspelt_field_in_config_json_fails_in_a_fresh_process(tmp_path, renamed):
+    """A hand-edited Hub folder (the config and its code file, loaded with trust_remote_code in a fresh process, as
+    from the Hub): `"blok_type": "sas"` beside `block_type` would load as sas_p, in place of it as pre_ln."""
+    tiny_config("sas_p").save_pretrained(tmp_path)
+    package = Path(__file__).resolve().parents[1] / "modeling_simplified"
+    shutil.copy(package / "configuration_simplified.py", tmp_path)
+    raw = json.loads((tmp_path / "config.json").read_text())
+    if renamed:
+        del raw["block_type"]
+    (tmp_path / "config.json").write_text(json.dumps({**raw, "blok_type": "sas"}))
+    code = (
+        "import sys, transformers\n"
+        "try:\n"
+        "    transformers.AutoConfig.from_pretrained(sys.argv[1], trust_remote_code=True)\n"
+        "except ValueError as err:\n"
+        "    sys.exit(str(err))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "modeling_simplified" not in proc.stderr  # the folder's copy of the code, not the installed package's
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("SimplifiedConfig: 'blok_type' is not a field; did you mean 'block_type'?")
+    )
+
+
+def test_transformers_generic_keys_and_unrelated_keys_still_pass(tmp_path):
+    """Every key transformers' base config serialises, every generation parameter and 4.x config argument loads as
+    before (transformers drops or keeps them), and so do keys unlike any field, even ones near a field's name
+    (tokenizer ids, another model's names): they are kept as extra attributes, saved and loaded back."""
+    from transformers import GenerationConfig, PreTrainedConfig
+
+    fields = SimplifiedConfig.__annotations__
+    base = {k: v for k, v in PreTrainedConfig().to_dict().items() if k not in fields}
+    generation = {k: v for k, v in GenerationConfig().to_dict().items() if k not in fields}
+    legacy = {key: None for key in _GENERIC_KEYS} | dict(
+        model_type="simplified", auto_map={}, torch_dtype="float32", num_labels=3, name_or_path="x",
+        output_attentions=False, pruned_heads={}, task_specific_params={}, is_decoder=True, sep_token_id=5,
+        tokenizer_class="GPT2TokenizerFast", prefix="", decoder_start_token_id=0, per_layer_config=None,
+    )  # fmt: skip
+    unrelated = dict(
+        cls_token_id=1, mask_token_id=2, unk_token_id=3, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+        vocab_file="vocab.json", rms_norm_eps=1e-6, n_positions=64, layer_norm_eps=1e-5,
+        hidden_layers=2, my_note="from the lr sweep", _private=1,
+    )  # fmt: skip
+    for extra in (base, generation, legacy):
+        config = tiny_config("sas_p", **extra)
+        assert config.block_type == "sas_p" and config.hidden_size == 32
+    config = tiny_config("sas_p", **unrelated)
+    assert config.cls_token_id == 1 and config.hidden_dropout == 0.0 and config.my_note == "from the lr sweep"
+    config.save_pretrained(tmp_path)
+    assert SimplifiedConfig.from_pretrained(tmp_path).rms_norm_eps == 1e-6
 
 
 def test_derived_properties():

@@ -2,9 +2,11 @@
 SIGKILLed run resumes to exactly the weights of an uninterrupted one, fine-tuning beats the majority class, the
 Trainer's optimizer uses the model core's weight-decay groups, and bad input fails cleanly."""
 
+import hashlib
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +18,7 @@ import torch
 from conftest import MASKED, assert_no_warnings, tiny_config
 from safetensors.torch import load_file
 
-from modeling_simplified import SimplifiedForCausalLM, parameter_groups
+from modeling_simplified import BLOCK_TYPES, SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.training.cli import main
 from modeling_simplified.training.presets import available_presets
 from modeling_simplified.training.runs import latest_checkpoint
@@ -267,6 +269,64 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
     _kill_and_resume_matches_straight_run(tmp_path, CAUSAL, steps=16, save_steps=8)
 
 
+def _snapshot(run: Path) -> dict[str, tuple[int, str]]:
+    """Every file of a run folder: its modification time and content hash."""
+    return {
+        p.relative_to(run).as_posix(): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(run.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_resuming_a_finished_run_changes_nothing_and_a_larger_max_steps_trains_it_further(tmp_path, capsys):
+    """transformers' Trainer, resumed at its last step, trains one more (at lr 0), saves checkpoint-5, rotates out
+    checkpoint-2 and rewrites the run's report, plot and export: the CLI says the run is finished and writes nothing.
+    `--resume --max-steps 6` continues it, the lr schedule recomputed for 6 steps."""
+    run = tmp_path / "run"
+    common = [*CAUSAL[2:], "--set", "training.save_steps=2", "--set", "training.save_total_limit=2"]
+    assert main(["--preset", CAUSAL[1], *common, "--max-steps", "4", "--output-dir", str(run)]) == 0
+    capsys.readouterr()
+    before = _snapshot(run)
+    assert {"checkpoint-2/trainer_state.json", "checkpoint-4/trainer_state.json", "export/tokenizer.json"} <= set(
+        before
+    )
+    time.sleep(0.01)  # a rewrite would show in the modification times
+
+    for extra in ([], ["--max-steps", "4"], ["--max-steps", "3"]):  # with or without the preset named
+        assert main([*common, *extra, "--output-dir", str(run), "--resume"]) == 0
+        out = capsys.readouterr().out
+        assert f"the run in {run} is finished (4 steps); nothing was trained or written" in out
+        assert "--max-steps above 4" in out
+        assert _snapshot(run) == before
+    assert main(["--preset", CAUSAL[1], *common, "--max-steps", "4", "--output-dir", str(run), "--resume"]) == 0
+    assert _snapshot(run) == before
+    # killed after its last checkpoint, before its report: refused with the way out, nothing written
+    cut = tmp_path / "cut"
+    shutil.copytree(run, cut)
+    (cut / "metrics.json").unlink()
+    cut_files = _snapshot(cut)
+    capsys.readouterr()
+    assert main([*common, "--output-dir", str(cut), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "reached its last step (checkpoint-4)" in err[0], err
+    assert f"simplified-export {cut / 'checkpoint-4'}" in err[0] and "a larger --max-steps" in err[0]
+    assert _snapshot(cut) == cut_files
+
+    # a larger --max-steps is the explicit way on: the run trains to 6, its report covers all 6 steps
+    assert main([*common, "--max-steps", "6", "--output-dir", str(run), "--resume"]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["steps"] == 6 and metrics["resumed_from"] == str(run / "checkpoint-4")
+    assert [(s["from_step"], s["to_step"]) for s in metrics["segments"]] == [(0, 4), (4, 6)]
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
+    rates = {e["step"]: e["learning_rate"] for e in _history(run) if "learning_rate" in e}
+    # the lr of each logged step: the 4-step linear decay would run any further step at 0, the 6-step one does not
+    assert 0 < rates[6] < rates[4]
+    assert json.loads((run / "preset.json").read_text())["training"]["max_steps"] == 6
+    capsys.readouterr()
+    assert main([*common, "--output-dir", str(run), "--resume"]) == 0  # now finished at 6
+    assert "is finished (6 steps)" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_killed_masked_run_with_batch_ramp_resumes_exactly(tmp_path):
     """Masks are seeded by batch content and the ramp's gradient accumulator is checkpointed: a checkpoint at
@@ -473,6 +533,48 @@ def test_console_script_exits_non_zero_without_traceback():
         "codeparrot-tiny-sas_p",
     ):
         assert flag in help_text.stdout
+
+
+#: runs `simplified-train` with argv in this process, then prints which of the training stack's modules it imported
+_CLI_IMPORTS = """
+import json, sys
+from modeling_simplified.training.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps([m for m in ("transformers.trainer", "datasets", "matplotlib") if m in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--help"], None),
+        (
+            ["--preset", "codeparrot-tiny-sas_p", "--block-type", "sasp"],
+            "argument --block-type: invalid choice: 'sasp' (choose from "
+            + ", ".join(f"'{b}'" for b in BLOCK_TYPES)
+            + ")",
+        ),
+        (["--max-steps", "ten"], "argument --max-steps: invalid int value: 'ten'"),
+        (["--preset", "codeparrot-tiny-sas_p", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+    ids=["help", "block-type", "max-steps", "unknown-option"],
+)
+def test_help_and_bad_options_answer_without_loading_the_training_stack(args, message):
+    """`--help` and argparse's errors come before the Trainer, datasets and matplotlib are imported (seconds), and an
+    error is one line like every other of the CLI, not argparse's usage block."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _CLI_IMPORTS, *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    *printed, loaded = proc.stdout.strip().splitlines()
+    assert json.loads(loaded) == [], proc.stderr[-2000:]
+    if message is None:
+        assert "--resume" in "\n".join(printed) and proc.stderr == ""
+    else:
+        assert proc.stderr.splitlines() == [f"simplified-train: error: {message} (see --help)."]
+        assert "usage:" not in proc.stdout + proc.stderr
 
 
 def test_list_presets_names_every_preset_with_its_task(capsys):

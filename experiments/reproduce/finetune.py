@@ -24,7 +24,7 @@ from typing import Any
 
 import datasets
 
-from modeling_simplified.training.api import TrainPlan
+from modeling_simplified.training.plan import TrainPlan
 from modeling_simplified.training.presets import UsageError, load_preset
 from modeling_simplified.training.runs import latest_checkpoint
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from modeling_simplified import SimplifiedConfig
 from modeling_simplified.configuration_simplified import BLOCKS
-from modeling_simplified.training.api import RaptrOptions, TrainPlan
+from modeling_simplified.training.plan import RaptrOptions, TrainPlan
 from modeling_simplified.training.presets import (
     Preset,
     UsageError,

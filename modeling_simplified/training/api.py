@@ -1,11 +1,12 @@
-"""The training core: a `TrainPlan` in, a `TrainResult` out. `train(plan)` builds the model, the data and the
-`SimplifiedTrainer`, runs it and writes the run's folder; `simplified-train` (`cli.py`) parses argv into a plan and
-calls it, and the tools outside the library (the demo, the reproduction) build plans directly.
+"""The training core: a `TrainPlan` (`plan.py`) in, a `TrainResult` out. `train(plan)` builds the model, the data
+and the `SimplifiedTrainer`, runs it and writes the run's folder; `simplified-train` (`cli.py`) parses argv into a
+plan and calls it, and the tools outside the library (the demo, the reproduction) build plans directly.
 
 A run writes into its output directory: Trainer checkpoints (`checkpoint-<step>/`), `preset.json` (the resolved
 preset), `metrics.json`, `loss_curve.png` and a Hub-ready export (`export/`). Bad input (a bad preset field,
-a dataset that cannot be loaded, an output directory holding another run) raises `UsageError` before anything in the output
-directory is written.
+a dataset that cannot be loaded, an output directory holding another run) raises `UsageError` before anything in
+the output directory is written. Resuming a finished run (its last checkpoint at the planned steps) writes nothing
+and returns the run's own result; a larger `training.max_steps` trains it further.
 
 Under `torchrun` / `accelerate launch` every rank trains (the Trainer's DDP); only the world process zero writes the
 run's files (the Trainer's checkpoints, `preset.json`, the plot, the export and `metrics.json`), after every rank has
@@ -30,8 +31,9 @@ from modeling_simplified.hub_cards.export import export_model
 
 from .callbacks import DiagnosticsCallback, LayerStats
 from .data import PackingCollator, ResumableMaskingCollator, build_task_data
+from .plan import RaptrOptions, TrainPlan
 from .plotting import plot_loss_curve
-from .presets import EMBEDDED, DataSpec, Preset, TrainingRecipe, UsageError, build_config, validate
+from .presets import EMBEDDED, DataSpec, Preset, TrainingRecipe, UsageError, build_config, first_line, validate
 from .raptr import RaptrCallback, RaptrSpecError
 from .runs import latest_checkpoint, pretrained_dir
 from .trainer import SimplifiedTrainer, training_arguments
@@ -50,41 +52,6 @@ SUMMARY_KEYS = (
 
 
 @dataclasses.dataclass
-class RaptrOptions:
-    """RaPTr progressive subnetworks (Panigrahi et al. 2024; `raptr.py`): the `RaptrCallback` arguments and the lr
-    schedule (`stagewise`, the paper's §4 / App. D.4: the peak lr constant through every stage but the last, then a
-    linear decay to 0; `preset`: the preset's own schedule)."""
-
-    spec: str = "recommended"
-    lengths: str | list[int] = "equal"
-    full_model_steps: int = 0
-    scaling: str | None = None
-    variant: str = "depth"
-    lr_schedule: str = "stagewise"
-
-
-@dataclasses.dataclass
-class TrainPlan:
-    """One run: the preset as it is to be trained (model fields, `TrainingRecipe`, `DataSpec`, after any block
-    switch and overrides; `train` validates it) and what to do with it."""
-
-    preset: Preset
-    output_dir: Path  # a str is taken as a path
-    #: continue the run in `output_dir` from its last complete checkpoint (with the same preset)
-    resume: bool = False
-    #: replace a previous run in `output_dir` (without it, a non-empty `output_dir` is refused)
-    overwrite: bool = False
-    #: per-layer gains, activation kurtosis and signal propagation (`callbacks.py`), logged and returned
-    diagnostics: bool = False
-    #: write the Hub-ready export (`output_dir/export`)
-    export: bool = True
-    raptr: RaptrOptions | None = None
-
-    def __post_init__(self) -> None:
-        self.output_dir = Path(self.output_dir)
-
-
-@dataclasses.dataclass
 class TrainResult:
     """What a run reports: `metrics` (the content of `metrics.json`: steps, tokens, losses, timings, the RaPTr
     report), this process's Trainer log history, and with `plan.diagnostics` the per-layer diagnostics by name."""
@@ -96,6 +63,9 @@ class TrainResult:
     layers: list[LayerStats] = dataclasses.field(default_factory=list)
     #: (step, per-layer diagnostics) at every step that logged the training loss
     layer_history: list[tuple[int, list[LayerStats]]] = dataclasses.field(default_factory=list)
+    #: `resume` found the run finished (its last checkpoint at the planned steps): nothing was trained or written,
+    #: `metrics` and `log_history` are the run's own
+    finished_before: bool = False
 
     @property
     def steps(self) -> int:
@@ -132,19 +102,19 @@ class TrainResult:
         }
 
 
-def first_line(err: BaseException) -> str:
-    """What a CLI prints of an error: the first line of its message (load reports and tracebacks stay out)."""
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
 # -- checking a plan -------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class CheckedPlan:
-    """The folders a checked plan reads: the checkpoint it resumes from, the pretrained model it starts from."""
+    """The folders a checked plan reads: the checkpoint it resumes from, the pretrained model it starts from; and
+    whether that checkpoint already reached the planned steps (a finished run: nothing to train)."""
 
     resume_from: Path | None
     init_from: Path | None
+    finished: bool = False
+
+
+#: The fields that set a run's length: `--resume` with `--max-steps` may change them (to train a run further).
+LENGTH_FIELDS = ("training.max_steps", "training.num_train_epochs")
 
 
 def check_plan(plan: TrainPlan) -> CheckedPlan:
@@ -156,7 +126,7 @@ def check_plan(plan: TrainPlan) -> CheckedPlan:
     validate(preset)
     init_from = pretrained_dir(preset.training.init_from) if preset.training.init_from else None
 
-    resume_from = None
+    resume_from, finished = None, False
     saved = output_dir / "preset.json"
     if plan.resume:
         resume_from = latest_checkpoint(output_dir)
@@ -173,11 +143,23 @@ def check_plan(plan: TrainPlan) -> CheckedPlan:
                 for key in set(before.get(section, {})) | set(now[section])
                 if before.get(section, {}).get(key, defaults.get(section, {}).get(key)) != now[section].get(key)
             )
+            if preset.training.max_steps is not None:  # a new length in steps: the run trained further
+                changed = [name for name in changed if name not in LENGTH_FIELDS]
             if changed:
                 raise UsageError(
                     f"--resume: the settings differ from the run in {output_dir} "
-                    f"({', '.join(changed)}); resume with the same preset and overrides."
+                    f"({', '.join(changed)}); resume with the same preset and overrides (--max-steps may differ)."
                 )
+        state = json.loads((resume_from / "trainer_state.json").read_text())
+        # an epoch-based run's length is the one the Trainer computed and saved (its epochs cannot change on resume)
+        planned = preset.training.max_steps or state.get("max_steps") or 0
+        finished = 0 < planned <= state.get("global_step", 0)
+        if finished and not (output_dir / "metrics.json").is_file():
+            raise UsageError(
+                f"--resume: the run in {output_dir} reached its last step ({resume_from.name}) but stopped before "
+                f"writing metrics.json; export that checkpoint with simplified-export {resume_from} <folder>, or "
+                "pass --resume with a larger --max-steps to train further."
+            )
     elif output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())) and not plan.overwrite:
         raise UsageError(
             f"output directory {output_dir} is not empty; pass --resume to continue its run, "
@@ -190,7 +172,7 @@ def check_plan(plan: TrainPlan) -> CheckedPlan:
             "micro-batch, so RaPTr would draw a new subnetwork per micro-batch instead of per optimizer update. "
             "Pass --set training.batch_ramp_to=null to train with RaPTr and a fixed batch."
         )
-    return CheckedPlan(resume_from=resume_from, init_from=init_from)
+    return CheckedPlan(resume_from=resume_from, init_from=init_from, finished=finished)
 
 
 def _defaults(cls) -> dict[str, Any]:
@@ -203,6 +185,8 @@ def train(plan: TrainPlan) -> TrainResult:
     `metrics.json`. Bad input raises `UsageError` before anything is written."""
     started = time.time()
     checked = check_plan(plan)
+    if checked.finished:
+        return _finished_result(plan.output_dir, checked.resume_from)
     preset, out = plan.preset, plan.output_dir
     raptr = plan.raptr
     raptr_cb = _raptr_callback(raptr) if raptr is not None else None
@@ -350,6 +334,15 @@ def train(plan: TrainPlan) -> TrainResult:
     metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return result
+
+
+def _finished_result(out: Path, checkpoint: Path) -> TrainResult:
+    """A finished run's result as it wrote it (`metrics.json`, the last checkpoint's log history), read without
+    changing anything: transformers' Trainer, resumed at its last step, would train one more (at lr 0), save a
+    checkpoint and rotate out an older one."""
+    metrics = json.loads((out / "metrics.json").read_text())
+    history = json.loads((checkpoint / "trainer_state.json").read_text()).get("log_history", [])
+    return TrainResult(output_dir=out, metrics=metrics, log_history=history, finished_before=True)
 
 
 def _model_and_data(preset: Preset, init_from: Path | None):

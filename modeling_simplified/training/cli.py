@@ -1,8 +1,9 @@
 """`simplified-train`: train a simplified-transformer model from a preset with the Hugging Face Trainer.
 
 `main` parses argv into a `TrainPlan`, runs it with `train` (`api.py`, which says what a run writes) and prints
-the run's headline figures. Bad input (unknown preset or field, unreachable dataset, an output directory holding
-another run) prints one message and exits with status 2 before anything in the output directory is written.
+the run's headline figures. Bad input (a bad option, unknown preset or field, unreachable dataset, an output
+directory holding another run) prints one message and exits with status 2 before anything in the output directory
+is written. `--help` and bad options are answered before the training stack (Trainer, datasets, matplotlib) loads.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from pathlib import Path
 
 from modeling_simplified.configuration_simplified import BLOCK_TYPES
 
-from .api import RaptrOptions, TrainPlan, first_line, train
+from .plan import RaptrOptions, TrainPlan
 from .presets import (
     EMBEDDED,
     UsageError,
     add_set_option,
     apply_override,
     available_presets,
+    first_line,
     load_preset,
     parse_preset,
     switch_block_type,
@@ -34,14 +36,22 @@ EPILOG = """examples:
   simplified-train --preset crammed-bert-tiny-sas_p --set training.learning_rate=2e-3 --diagnostics
   simplified-train --preset glue-finetune --init-from runs/crammed-bert-sas_p --dataset-config sst2
   simplified-train --output-dir runs/x --resume                   # continue from the last checkpoint
+  simplified-train --output-dir runs/x --resume --max-steps 600   # train a finished 300-step run to 600 steps
 
 --set takes a model field (any SimplifiedConfig field, e.g. hidden_size=256) or training.<field> /
 data.<field> of the preset; values are JSON (numbers, true/false/null) or plain strings.
 presets: """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line, as every other error of the CLI (no usage block)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help).\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="simplified-train",
         description="Train a simplified transformer (He & Hofmann, ICLR 2024) from a preset with the HF Trainer.",
         epilog=EPILOG + ", ".join(available_presets()),
@@ -55,7 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--block-type", choices=BLOCK_TYPES, help="switch the block type (the family's sibling preset if there is one)"
     )
-    parser.add_argument("--max-steps", type=int, help="optimizer steps (overrides the preset's length)")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        help="optimizer steps (overrides the preset's length); with --resume, a larger value trains the run further",
+    )
     parser.add_argument("--output-dir", help="run directory (default: runs/<preset>)")
     parser.add_argument(
         "--dataset",
@@ -65,7 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset-config", help="dataset config name, e.g. the GLUE task (sst2, cola, mnli, ...)")
     parser.add_argument("--init-from", help="start from a pretrained run (its output dir, export or checkpoint)")
     parser.add_argument(
-        "--resume", action="store_true", help="continue the run in --output-dir from its last complete checkpoint"
+        "--resume",
+        action="store_true",
+        help="continue the run in --output-dir from its last complete checkpoint; a finished run is left as it "
+        "is (add a larger --max-steps to train it further: the lr schedule is recomputed for the new length)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace a previous run in --output-dir")
     add_set_option(parser, "override a model field, training.<field> or data.<field> (repeatable)")
@@ -192,7 +209,7 @@ def raptr_options(args: argparse.Namespace) -> RaptrOptions | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit status (0, or 2 for bad input)."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # --help and bad options exit here, before the training stack loads
     if args.list_presets:
         for name in available_presets():
             preset = load_preset(name, check=False)
@@ -201,11 +218,19 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         plan = plan_from_args(args)
+        from .api import train  # the Trainer, datasets and matplotlib: only for a run
+
         result = train(plan)
     except UsageError as err:
         print(f"simplified-train: error: {first_line(err)}", file=sys.stderr)
         return 2
     if int(os.environ.get("RANK", "0")) != 0:
+        return 0
+    if result.finished_before:
+        print(
+            f"simplified-train: the run in {plan.output_dir} is finished ({result.steps} steps); nothing was trained "
+            f"or written. To train it further, pass --resume with --max-steps above {result.steps}."
+        )
         return 0
     print(f"simplified-train: done in {plan.output_dir}: " + json.dumps(result.summary()))
     return 0

@@ -48,6 +48,12 @@ class UsageError(ValueError):
     """Bad user input (preset, override, dataset, output directory): the CLI prints it and exits non-zero."""
 
 
+def first_line(err: BaseException) -> str:
+    """What a CLI prints of an error: the first line of its message (load reports and tracebacks stay out)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 @dataclasses.dataclass
 class TrainingRecipe:
     """Optimiser, schedule, batch and bookkeeping of a run (He & Hofmann 2024, App. D)."""

@@ -142,10 +142,13 @@ class RMSNorm(nn.RMSNorm):
 
 
 class RMSNormEpsOutside(nn.RMSNorm):
-    """RMSNorm with eps outside the root, `weight·x/(sqrt(mean(x²)) + eps)` (the authors' code)."""
+    """RMSNorm with eps outside the root, `weight·x/(sqrt(mean(x²)) + eps)` (the authors' code); as every norm here,
+    computed in at least float32 (16-bit inputs rounded once, at the end)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * (x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps))
+        x32 = x.to(torch.promote_types(x.dtype, torch.float32))
+        y = self.weight * (x32 / (x32.pow(2).mean(-1, keepdim=True).sqrt() + self.eps))
+        return y.to(torch.promote_types(x.dtype, self.weight.dtype))
 
 
 def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:

@@ -574,8 +574,10 @@ class _FirstStep(TrainerCallback):
     """The gradients of the first optimizer step, and whether the blocks' matmuls ran in bf16."""
 
     def __init__(self, model):
-        self.grads, self.dtypes = None, set()
+        self.grads, self.dtypes, self.residual = None, set(), set()
         model.model.layers[0].mlp.fc_in.register_forward_hook(lambda m, a, out: self.dtypes.add(out.dtype))
+        for layer in model.model.layers:
+            layer.register_forward_hook(lambda m, a, out: self.residual.add(out.dtype))
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         if self.grads is None:
@@ -585,9 +587,9 @@ class _FirstStep(TrainerCallback):
 @pytest.mark.parametrize("layout", ["padded", "packed"])
 def test_trainer_bf16_trains_every_block_type(block_type, layout, tmp_path):
     """`TrainingArguments(bf16=True)`: autocast over float32 master weights, with the fused head + loss, on left-padded
-    and on packed (padding-free, `DataCollatorWithFlattening`) batches. The matmuls run in bf16, the weights and
-    their gradients stay float32, the first step's gradient is float32's to bf16 precision (cosine ≥ 0.99 over all
-    parameters), and a few steps lower the loss."""
+    and on packed (padding-free, `DataCollatorWithFlattening`) batches. The matmuls run in bf16; the weights, their
+    gradients and the residual stream (every block's output) stay float32; the first step's gradient is float32's to
+    bf16 precision (cosine ≥ 0.99 over all parameters), and a few steps lower the loss."""
     from transformers import DataCollatorWithFlattening, Trainer, TrainingArguments
 
     torch.manual_seed(0)
@@ -613,7 +615,7 @@ def test_trainer_bf16_trains_every_block_type(block_type, layout, tmp_path):
     trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=collator, callbacks=[first])
     trainer.train()
 
-    assert first.dtypes == {torch.bfloat16}
+    assert first.dtypes == {torch.bfloat16} and first.residual == {torch.float32}
     assert all(p.dtype == torch.float32 for p in model.parameters())
     batch = collator(features)
     if layout == "packed":

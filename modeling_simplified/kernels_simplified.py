@@ -26,6 +26,12 @@ from torch import nn
 from transformers.utils import is_torchdynamo_compiling
 
 
+def autocast_enabled(device: torch.device) -> bool:
+    """Whether autocast is on for `device`'s type; False on the meta device (which autocast does not know: asking
+    would raise)."""
+    return device.type != "meta" and torch.is_autocast_enabled(device.type)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Linear
 # ----------------------------------------------------------------------------------------------------------------
@@ -111,7 +117,7 @@ def running_sum(x: torch.Tensor) -> torch.Tensor:
     Computed in `x`'s dtype, as `cumsum`: autocast would otherwise round the block matmul to 16 bits."""
     if is_torchdynamo_compiling():
         return x.cumsum(1)
-    if torch.is_autocast_enabled(x.device.type):
+    if autocast_enabled(x.device):
         with torch.autocast(x.device.type, enabled=False):
             return running_sum(x)
     batch, length, features = x.shape
@@ -172,7 +178,7 @@ class _ShapedCombination(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if torch.is_autocast_enabled(grad.device.type):  # (a backward called inside autocast: vecdot is listed)
+        if autocast_enabled(grad.device):  # (a backward called inside autocast: vecdot is listed)
             with torch.autocast(grad.device.type, enabled=False):
                 return _ShapedCombination.backward(ctx, grad)
         saved = ctx.saved_tensors  # (unpacked once: checkpointing's recomputation allows no second unpack)
@@ -378,7 +384,7 @@ def linear_cross_entropy(
         rows = rows if transform is None else transform(rows)
         args = (rows, weight, bias, targets[labelled], torch.is_grad_enabled(), tied)
         device = rows.device.type
-        if torch.is_autocast_enabled(device):  # the head's GEMMs in autocast's dtype, as `F.linear`'s; no op cast twice
+        if autocast_enabled(rows.device):  # the head's GEMMs in autocast's dtype, as `F.linear`'s; no op cast twice
             with torch.autocast(device, enabled=False):
                 loss = LinearCrossEntropy.apply(*args, torch.get_autocast_dtype(device))
         else:

@@ -47,6 +47,7 @@ from .compat_simplified import CACHE_FIELD, ScalarGainCheckpoints, cache_argumen
 from .configuration_simplified import GATED_ACTIVATIONS, SimplifiedConfig
 from .kernels_simplified import (
     TiedHeadGradient,
+    autocast_enabled,
     linear,
     linear_cross_entropy,
     rms_norm,
@@ -605,7 +606,7 @@ def _attends_in_full_precision(query: torch.Tensor) -> bool:
     centring term be a `RunningMean`. In 16 bits the kernel rounds `A·X` its own way (block order, 16-bit
     probabilities), which no running mean reproduces, so `C·X` is the same kernel's zero-query call: with W^Q = 0 the
     two calls get equal inputs and return equal outputs, and shaped attention stays exactly the identity."""
-    return query.dtype.itemsize >= 4 and not torch.is_autocast_enabled(query.device.type)
+    return query.dtype.itemsize >= 4 and not autocast_enabled(query.device)
 
 
 def _cache_length(cache: Cache | None, layer_idx: int) -> int | torch.Tensor | None:

@@ -398,6 +398,13 @@ def pin_snippet(text: str, repo_id: str, revision: str) -> str:
     return _REVISION_LINE.sub(lambda m: f'REVISION = "{revision}"{m.group(1)}', text)
 
 
+def weights_dtype(config) -> str:
+    """The dtype the weights are stored in, as `config.json`'s `dtype` names it (`save_pretrained` writes the model's;
+    a config never saved describes a model built in float32). `config`: a config or `config.json`'s dict."""
+    dtype = (config.get("dtype") if isinstance(config, dict) else getattr(config, "dtype", None)) or torch.float32
+    return str(dtype).removeprefix("torch.")
+
+
 def render_card(
     config,
     architecture: str,
@@ -450,4 +457,5 @@ def render_card(
         citations=citations,
         version=__version__,
         min_transformers=MIN_TRANSFORMERS_VERSION,
+        dtype=weights_dtype(config),
     )

@@ -1,6 +1,7 @@
 """Export a simplified-transformer model as exactly the folder that goes to the Hub.
 
-`export_model(model, output_dir, tokenizer=None, run_info=None)` writes `model.safetensors`, `config.json` (whose
+`export_model(model, output_dir, tokenizer=None, run_info=None)` writes `model.safetensors` (in the model's dtype: a
+bf16 model's weights stay bf16, `dtype` in `config.json` says so and the card states it), `config.json` (whose
 `auto_map` names every Auto class, as every `save_pretrained` of the family writes it), `generation_config.json`
 (causal LM), the flat custom-code files (`CODE_FILES`: the configuration, the modeling file and its sibling
 modules), the tokenizer files, `README.md` (the model card) and the loss-curve PNG when given. CLI: `simplified-export CHECKPOINT_DIR OUT_DIR` (or `python -m
@@ -24,7 +25,7 @@ from transformers import AutoTokenizer, GenerationConfig
 
 import modeling_simplified.modeling_simplified as modeling
 
-from .card import CARD_MARKER, HEADS, render_card, validate_run_info
+from .card import CARD_MARKER, HEADS, render_card, validate_run_info, weights_dtype
 
 #: The shipped custom code: the modeling file and every sibling it imports (save_pretrained copies them all).
 CODE_FILES = (
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         out = export_model(args.checkpoint_dir, args.output_dir, tokenizer=tokenizer, run_info=run_info)
     except (ValueError, OSError) as exc:  # ExportError, bad run_info, unreadable files
         parser.exit(2, f"simplified-export: error: {one_line(exc)}\n")
-    print(f"exported to {out}")
+    print(f"exported to {out} (weights in {weights_dtype(json.loads((out / 'config.json').read_text()))})")
     for path in sorted(out.iterdir()):
         print(f"  {path.name}")
     return 0

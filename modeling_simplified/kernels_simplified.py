@@ -9,6 +9,12 @@ kernel calls.
 - `linear_cross_entropy`: the LM head and cross-entropy fused, a chunk of rows at a time (no logits), with the tied
   head's weight gradient handed to the token embedding (`TiedHeadGradient`).
 
+Under autocast (`torch.autocast`, the Trainer's `bf16=True`) each kernel decides its dtypes explicitly rather than
+inheriting them from whichever of its ops autocast happens to list: `linear` and the fused head compute their GEMMs in
+the autocast dtype, as `F.linear` does; `rms_norm` and `running_sum` compute in their input's dtype (at least float32
+for the norm), as `F.rms_norm` and `cumsum` do; reductions that sum over many tokens (the loss, the head's weight
+gradient, the gains' gradients) accumulate in float32 whatever the autocast state of the pass, forward or backward.
+
 Shipped to the Hub next to the modeling file: it imports only torch and transformers.
 """
 
@@ -20,6 +26,12 @@ from torch import nn
 from transformers.utils import is_torchdynamo_compiling
 
 
+def autocast_enabled(device: torch.device) -> bool:
+    """Whether autocast is on for `device`'s type; False on the meta device (which autocast does not know: asking
+    would raise)."""
+    return device.type != "meta" and torch.is_autocast_enabled(device.type)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Linear
 # ----------------------------------------------------------------------------------------------------------------
@@ -27,10 +39,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """`F.linear(x, W, b)`. One row on the CPU without autograd (batch-1 decoding, memory-bound) is computed as the
     first column of `W·[x, x]ᵀ`: the BLAS's GEMM reads W about twice as fast as the matrix-vector product that
     `F.linear` takes for one row (docs/speed.md, Decoding). A fixed rule by shape and device, so the same
-    inputs take the same kernel in every process; plain tensors only (a DTensor or quantised weight keeps its own)."""
+    inputs take the same kernel in every process; plain tensors only (a DTensor or quantised weight keeps its own).
+    Under autocast, `F.linear` itself (its result in the autocast dtype, bias included)."""
     if (
         x.device.type != "cpu"
         or torch.is_grad_enabled()
+        or torch.is_autocast_enabled("cpu")
         or is_torchdynamo_compiling()
         or x.numel() != x.shape[-1]
         or type(weight) not in (torch.Tensor, nn.Parameter)
@@ -56,7 +70,8 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple
 class _RMSNormFunction(torch.autograd.Function):
     """`weight·x/sqrt(mean(x²) + eps)` with one saved activation (`x`; the composite op also keeps `x/rms`) and one
     fused reduction (`vector_norm`) per pass; the backward is `rstd·(g − x̂·mean(g·x̂))`, `g = grad·weight`,
-    `x̂ = x·rstd`."""
+    `x̂ = x·rstd`. Dtypes, autocast or not (as `F.rms_norm`, which CPU autocast does not list): computed in at least
+    float32, returned in `x`'s dtype; none of its ops is one autocast casts."""
 
     @staticmethod
     def forward(ctx, x, weight, eps: float):
@@ -98,9 +113,13 @@ def running_sum(x: torch.Tensor) -> torch.Tensor:
     """Prefix sums over the tokens of `x` `(B, T, F)`, as a blocked scan: inside blocks of `SCAN_BLOCK` tokens one
     small lower-triangular matmul, across blocks the running sum of the block totals (recursively). Same result as
     `x.cumsum(1)`, whose eager CPU kernel along a non-last dimension is much slower. Traced (`torch.compile`,
-    `torch.export`, ONNX) it is `cumsum`: the scan's branches on the length would be specialised to the sample's."""
+    `torch.export`, ONNX) it is `cumsum`: the scan's branches on the length would be specialised to the sample's.
+    Computed in `x`'s dtype, as `cumsum`: autocast would otherwise round the block matmul to 16 bits."""
     if is_torchdynamo_compiling():
         return x.cumsum(1)
+    if autocast_enabled(x.device):
+        with torch.autocast(x.device.type, enabled=False):
+            return running_sum(x)
     batch, length, features = x.shape
     block = min(SCAN_BLOCK, length)
     if length % block:
@@ -122,17 +141,31 @@ class _ShapedCombination(torch.autograd.Function):
     the queries; `None` without centring) and gains `(H, 1)` or `(1, 1)`. One product and two in-place `addcmul`s
     forward; backward, each gain's gradient is one per-head dot product (autograd's composite of `Gain` makes a
     product, a reduction and a broadcast per gain). Saves a term only for its gain's gradient and a gain only for its
-    term's (frozen gains keep no activation)."""
+    term's (frozen gains keep no activation).
+
+    Dtypes: the result promotes like eager's `α·X + β·AX − γ·CX` (bf16 terms with float32 gains give float32). Terms in
+    16 bits (autocast, or bf16 / fp16 weights) come from one attention kernel, `A·X` and `C·X` rounded alike, so their
+    difference is formed first: `β·AX − γ·CX` is then exactly 0 where `A = C` and `β = γ`, and the sub-block exactly
+    the identity at init. Float32 terms keep the order `α·X + β·AX − γ·CX`: there `C·X` is the running mean, whose
+    rounding differs from the kernel's anyway (by ~1e-7), and float32 results stay what they were. The gains'
+    gradients (sums over B·T·D) accumulate in float32, with autocast off, whatever state the backward runs in."""
 
     generate_vmap_rule = True  # torch.func.vmap (per-sample gradients); forward-mode AD is not supported
 
     @staticmethod
     def forward(values, attended, centred, alpha, beta, gamma):
-        out = values * alpha
-        out.addcmul_(attended, beta)
-        if centred is not None:
-            out.addcmul_(centred, gamma, value=-1.0)
-        return out
+        if centred is None or attended.dtype.itemsize >= 4:
+            out = values * alpha
+            out.addcmul_(attended, beta)
+            if centred is not None:
+                out.addcmul_(centred, gamma, value=-1.0)
+            return out
+        dtype = values.dtype
+        for t in (attended, centred, alpha, beta, gamma):
+            dtype = torch.promote_types(dtype, t.dtype)
+        out = (attended * beta).to(dtype)
+        out.sub_(centred * gamma)  # both products rounded alike: exactly 0 where AX = CX and β = γ
+        return out.addcmul_(values, alpha)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -145,6 +178,9 @@ class _ShapedCombination(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if autocast_enabled(grad.device):  # (a backward called inside autocast: vecdot is listed)
+            with torch.autocast(grad.device.type, enabled=False):
+                return _ShapedCombination.backward(ctx, grad)
         saved = ctx.saved_tensors  # (unpacked once: checkpointing's recomputation allows no second unpack)
         needs, grads = ctx.needs_input_grad, [None] * 6
         exact = grad.to(torch.promote_types(grad.dtype, torch.float32))  # the gains' sums over B·T·D in float32
@@ -178,13 +214,30 @@ class LinearCrossEntropy(torch.autograd.Function):
     `(rows, vocab)` logits nor their gradient ever exist whole. The loss is a scalar, so each chunk's gradients
     (softmax − one-hot, times W and times x) are computed in the forward pass and backward only scales them: the
     same three GEMMs as an unfused head, and no vocabulary-sized temporaries (Liger-Kernel's fused linear
-    cross-entropy, in plain torch)."""
+    cross-entropy, in plain torch).
+
+    Dtypes: the GEMMs run in `compute_dtype` (None: `x`'s; `linear_cross_entropy` passes autocast's, as `F.linear`
+    under autocast computes the logits), the softmax, the loss and the weight and bias gradients in float32; each
+    gradient is returned in its input's dtype (float32 master weights get an unrounded float32 gradient)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, targets, grad_enabled: bool, tied: "TiedHeadGradient | None" = None):
+    def forward(
+        ctx,
+        x,
+        weight,
+        bias,
+        targets,
+        grad_enabled: bool,
+        tied: "TiedHeadGradient | None" = None,
+        compute_dtype: torch.dtype | None = None,
+    ):
         # (`needs_input_grad` says True under `torch.no_grad()` too: the caller's grad mode decides)
         need_x, need_w, need_b = (need and grad_enabled for need in ctx.needs_input_grad[:3])
         ctx.tied = tied
+        x_dtype, weight_dtype, bias_dtype = x.dtype, weight.dtype, None if bias is None else bias.dtype
+        if compute_dtype is not None:
+            x, weight = x.to(compute_dtype), weight.to(compute_dtype)
+            bias = None if bias is None else bias.to(compute_dtype)
         chunk = min(x.shape[0], max(1, LOSS_CHUNK_ELEMENTS // weight.shape[0]))
         # one logits buffer for every chunk, the softmax and its gradient computed in it in place: no fresh
         # vocabulary-sized tensor (and its page faults) per chunk
@@ -220,9 +273,9 @@ class LinearCrossEntropy(torch.autograd.Function):
             if need_w:
                 grad_w.addmm_(grad.t().float(), rows.float())
         ctx.grads = (
-            grad_x,
-            None if grad_w is None else grad_w.to(weight.dtype),
-            None if grad_b is None else grad_b.to(bias.dtype),
+            None if grad_x is None else grad_x.to(x_dtype),
+            None if grad_w is None else grad_w.to(weight_dtype),
+            None if grad_b is None else grad_b.to(bias_dtype),
         )
         return loss
 
@@ -232,7 +285,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         grad_x, grad_w, grad_b = (None if g is None else g.mul_(grad_loss.to(g.dtype)) for g in grads)
         if ctx.tied is not None and grad_w is not None:  # the token embedding's backward adds its rows and returns it
             ctx.tied.grad, grad_w = grad_w, None
-        return grad_x, grad_w, grad_b, None, None, None
+        return grad_x, grad_w, grad_b, None, None, None, None
 
 
 class TiedHeadGradient:
@@ -269,7 +322,9 @@ class TiedHeadGradient:
 
 class _EmbeddingWithTiedHead(torch.autograd.Function):
     """`F.embedding` whose weight gradient is the tied head's (`TiedHeadGradient`) plus the looked-up rows' (the
-    padding row excluded, as `nn.Embedding`), summed in place; a zero-filled one only if the head gave none."""
+    padding row excluded, as `nn.Embedding`), summed in place; a zero-filled one only if the head gave none. Dtypes
+    (autocast lists no op here): rows in the weight's dtype, the rows' gradients added in the head gradient's (the
+    weight's)."""
 
     @staticmethod
     def forward(ctx, input_ids, weight, padding_idx: int | None, tied: TiedHeadGradient):
@@ -316,7 +371,8 @@ def linear_cross_entropy(
     over `num_items_in_batch`) without the logits: only labelled rows go through `transform` and the head, and the
     head's padded vocabulary rows are never predicted. `tied`: the embedding that shares the head's weight takes
     the head's weight gradient from there (`TiedHeadGradient`). In a compiled graph, where selecting the labelled
-    rows has a data-dependent shape that does not trace, the logits and `F.cross_entropy` (the compiler fuses them)."""
+    rows has a data-dependent shape that does not trace, the logits and `F.cross_entropy` (the compiler fuses them).
+    Under autocast the head's GEMMs run in the autocast dtype and the loss in float32, as the unfused head's."""
     weight, bias = _vocabulary_rows(head.weight, vocab_size), _vocabulary_rows(head.bias, vocab_size)
     targets = targets.reshape(-1)
     labelled = targets != ignore_index
@@ -326,7 +382,13 @@ def linear_cross_entropy(
     else:
         rows = hidden.reshape(-1, hidden.shape[-1])[labelled]
         rows = rows if transform is None else transform(rows)
-        loss = LinearCrossEntropy.apply(rows, weight, bias, targets[labelled], torch.is_grad_enabled(), tied)
+        args = (rows, weight, bias, targets[labelled], torch.is_grad_enabled(), tied)
+        device = rows.device.type
+        if autocast_enabled(rows.device):  # the head's GEMMs in autocast's dtype, as `F.linear`'s; no op cast twice
+            with torch.autocast(device, enabled=False):
+                loss = LinearCrossEntropy.apply(*args, torch.get_autocast_dtype(device))
+        else:
+            loss = LinearCrossEntropy.apply(*args)
     denominator = labelled.sum() if num_items_in_batch is None else num_items_in_batch
     if torch.is_tensor(denominator):
         denominator = denominator.to(loss.device)

@@ -47,6 +47,7 @@ from .compat_simplified import CACHE_FIELD, ScalarGainCheckpoints, cache_argumen
 from .configuration_simplified import GATED_ACTIVATIONS, SimplifiedConfig
 from .kernels_simplified import (
     TiedHeadGradient,
+    autocast_enabled,
     linear,
     linear_cross_entropy,
     rms_norm,
@@ -142,10 +143,13 @@ class RMSNorm(nn.RMSNorm):
 
 
 class RMSNormEpsOutside(nn.RMSNorm):
-    """RMSNorm with eps outside the root, `weight·x/(sqrt(mean(x²)) + eps)` (the authors' code)."""
+    """RMSNorm with eps outside the root, `weight·x/(sqrt(mean(x²)) + eps)` (the authors' code); as every norm here,
+    computed in at least float32 (16-bit inputs rounded once, at the end)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * (x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps))
+        x32 = x.to(torch.promote_types(x.dtype, torch.float32))
+        y = self.weight * (x32 / (x32.pow(2).mean(-1, keepdim=True).sqrt() + self.eps))
+        return y.to(torch.promote_types(x.dtype, self.weight.dtype))
 
 
 def build_norm(kind: str, dim: int, config: SimplifiedConfig) -> nn.Module:
@@ -556,11 +560,15 @@ class ShapedMixing(nn.Module):
         return shaped_combination(values, attn_output, centre, self.alpha(), self.beta(), gamma), None
 
     def effective_weights(self, attn_weights, centre_weights, query_start):
-        """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix."""
+        """`α·I + β·A − γ·C` as a `(B, H, Tq, Tk)` matrix; in 16 bits `α·I + (β·A − γ·C)`, exactly `α·I` where `A = C`
+        and `β = γ` (as `shaped_combination` orders it)."""
         b, h, q_len, k_len = attn_weights.shape
         eye = torch.zeros(q_len, k_len, device=attn_weights.device, dtype=attn_weights.dtype)
         eye[torch.arange(q_len), torch.arange(q_len) + query_start] = 1.0
         per_head = lambda m: m.to(attn_weights.dtype).expand(b, h, q_len, k_len).transpose(1, 2)  # noqa: E731
+        if self.gamma is not None and attn_weights.dtype.itemsize < 4:
+            shaped = self.beta(per_head(attn_weights)) - self.gamma(per_head(centre_weights))
+            return self.alpha(per_head(eye), residual=shaped).transpose(1, 2).to(attn_weights.dtype)
         weights = self.beta(per_head(attn_weights), residual=self.alpha(per_head(eye)))
         if self.gamma is not None:
             weights = self.gamma(per_head(centre_weights), residual=weights, value=-1.0)
@@ -591,6 +599,14 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
     attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)
     return torch.matmul(attn_weights, value).transpose(1, 2).contiguous(), attn_weights
+
+
+def _attends_in_full_precision(query: torch.Tensor) -> bool:
+    """Whether the attention call computes in float32 or wider (no autocast, float32 queries): only then may the
+    centring term be a `RunningMean`. In 16 bits the kernel rounds `A·X` its own way (block order, 16-bit
+    probabilities), which no running mean reproduces, so `C·X` is the same kernel's zero-query call: with W^Q = 0 the
+    two calls get equal inputs and return equal outputs, and shaped attention stays exactly the identity."""
+    return query.dtype.itemsize >= 4 and not autocast_enabled(query.device)
 
 
 def _cache_length(cache: Cache | None, layer_idx: int) -> int | torch.Tensor | None:
@@ -664,7 +680,7 @@ class SimplifiedAttention(nn.Module):
         attn_output, attn_weights = attend(query, self.attention_dropout if self.training else 0.0)
         centre = centre_weights = None
         own_keys = running_mean is not None and self.config._attn_implementation in OWN_KERNELS
-        if self.mixing.centred and own_keys:
+        if self.mixing.centred and own_keys and _attends_in_full_precision(query):
             centre = running_mean(repeat_kv(current_value, self.num_key_value_groups), self.is_causal)
         elif self.mixing.centred:  # softmax over all-zero logits is uniform over the keys the mask and cache allow
             centre, centre_weights = attend(torch.zeros_like(query), 0.0)

@@ -1,14 +1,15 @@
 """Attention backends: sdpa (default), eager and flex_attention agree for every block type, causal and
 bidirectional, with padding; eager returns the effective matrix actually applied (`α I + β A − γ C` for shaped
-attention, also for a cached step); the backend can be switched at run time; 4-D masks are honoured exactly.
-The effective-matrix formula and the identity at init are tested in test_shaped_attention.py."""
+attention, also for a cached step); the backend can be switched at run time; 4-D masks are honoured exactly; bf16
+padded batches equal their padding-free rows to transformers' tolerance. The effective-matrix formula and the
+identity at init are tested in test_shaped_attention.py."""
 
 import pytest
 import torch
 from conftest import FLEX_SHAPE, perturb_, tiny_config
 from transformers import DynamicCache
 
-from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified import BLOCK_TYPES, SimplifiedForCausalLM, SimplifiedForMaskedLM
 
 ATOL = 1e-5
 HEADS = ("causal", "bidirectional")
@@ -178,3 +179,51 @@ def test_4d_mask_equals_2d_mask(block_type, head, attn_implementation):
     expected = logits(model, ids, mask)[mask.bool()]
     for mask_4d in (allowed, additive):
         torch.testing.assert_close(logits(model, ids, mask_4d)[mask.bool()], expected, atol=ATOL, rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# bf16: a padded batch against its padding-free row (transformers' common generation test)
+# ----------------------------------------------------------------------------------------------------------------
+#: NormFormer's padded and padding-free logits differ by more than transformers allows (31 of 5940 logits here, by up
+#: to 0.0156; up to 0.03 with other seeds). The cause, measured: sdpa's bf16 output depends on the row layout
+#: (identical q, k, v give 1-ulp differences in ~1% of entries between a padded batch and one packed row: the CPU
+#: kernel's fp32 sums run in another order and round differently; its math backend gave none, nor did float32
+#: attention rounded to bf16, which makes this test pass for NormFormer too). NormFormer's LayerNorm after
+#: attention brings the small attention branch (std ~0.004 at init) to unit scale in the residual stream, so those
+#: 1-ulp flips become unit-scale bf16 ulps, which the sqrt(d)-scaled tied embeddings carry into the logits; without
+#: that norm (`attn_branch_norm=False`) or without `scale_embedding`, 0 logits fail (8 seeds). transformers itself
+#: skips this test for several of its models with extra norms (Persimmon's and Mllama's q/k norms).
+NORMFORMER_PADDING_FREE = pytest.mark.xfail(
+    reason="sdpa's bf16 rounding depends on the row layout; NormFormer's post-attention LayerNorm amplifies it",
+    strict=True,
+)
+
+
+@pytest.mark.parametrize(
+    "block_type",
+    [pytest.param(b, marks=NORMFORMER_PADDING_FREE) if b == "normformer" else b for b in BLOCK_TYPES],
+)
+def test_bf16_padding_matches_padding_free_with_position_ids(block_type, tmp_path):
+    """transformers' `test_sdpa_padding_matches_padding_free_with_position_ids` (generation test mixin), as it runs:
+    the model saved, loaded with `dtype=torch.bfloat16` and sdpa; a left-padded batch with position ids from the mask
+    against its real tokens packed into one row with positions restarting at 0; every real token's logits equal to
+    bf16's epsilon (`atol = rtol = torch.finfo(torch.bfloat16).eps`)."""
+    seed, batch, seq_len, vocab = 4, 13, 7, 99
+    torch.manual_seed(seed)
+    model = SimplifiedForCausalLM(tiny_config(block_type, pad_token_id=0, vocab_size=vocab))
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, vocab, (batch, seq_len), generator=gen)
+    mask = torch.ones_like(ids)
+    for row in range(batch):
+        mask[row, : int(torch.randint(0, seq_len - 1, (1,), generator=gen))] = 0
+    ids[mask == 0] = 0
+    model.save_pretrained(tmp_path)
+    model = SimplifiedForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+    assert model.dtype == torch.bfloat16
+    positions = ((mask == 1).long().cumsum(1) - 1) * mask
+    packed_positions = torch.cat([torch.arange(n) for n in mask.sum(1).tolist()])[None]
+    with torch.no_grad():
+        padded = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).logits
+        padding_free = model(input_ids=ids[mask.bool()][None], position_ids=packed_positions, use_cache=False).logits
+    eps = torch.finfo(torch.bfloat16).eps
+    torch.testing.assert_close(padded[mask.bool()], padding_free[0], rtol=eps, atol=eps)

@@ -226,3 +226,37 @@ def test_linear_cross_entropy_bfloat16_matches_the_logits_path():
     torch.testing.assert_close(loss, reference, rtol=1e-3, atol=1e-3)
     torch.testing.assert_close(x.grad.float(), x_ref.grad.float(), rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(weight.grad.float(), w_ref.grad.float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear_cross_entropy_under_autocast_computes_like_the_unfused_head(bias):
+    """The Trainer's `bf16=True`: float32 rows and head under autocast. The fused head computes its logits in bf16,
+    as `F.linear` under autocast does, and the loss in float32: the unfused head's loss to float32 rounding (not the
+    float32 head's, which differs by bf16's); the gradients come back float32 for the float32 master weights."""
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(2, 11, 16, generator=gen)
+    head = torch.nn.Linear(16, 37, bias=bias)
+    targets = torch.randint(0, 37, (2, 11), generator=gen)
+    targets[0, :3] = -100
+    results = []
+    for fused in (True, False):
+        x = hidden.clone().requires_grad_()
+        head.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if fused:
+                loss = kernels.linear_cross_entropy(x, head, targets, 37)
+            else:
+                logits = head(x)
+                assert logits.dtype == torch.bfloat16
+                loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+        loss.backward()
+        results.append((loss.detach(), x.grad, *(p.grad for p in head.parameters())))
+    with torch.no_grad():
+        float32_loss = torch.nn.functional.cross_entropy(head(hidden).flatten(0, 1), targets.flatten())
+    (fused_loss, *fused_grads), (unfused_loss, *unfused_grads) = results
+    assert fused_loss.dtype == torch.float32
+    torch.testing.assert_close(fused_loss, unfused_loss, rtol=1e-6, atol=1e-6)
+    assert (fused_loss - float32_loss).abs() > 1e-5  # the logits really were bf16
+    for ours, reference in zip(fused_grads, unfused_grads):
+        assert ours.dtype == torch.float32
+        torch.testing.assert_close(ours, reference, rtol=2e-2, atol=2e-3)

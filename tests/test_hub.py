@@ -17,6 +17,7 @@ import pytest
 import torch
 from conftest import TOKEN, perturb_, tiny_config
 from hub_server import HubServer, git_blob_sha
+from safetensors import safe_open
 
 from modeling_simplified import (
     BLOCK_TYPES,
@@ -649,6 +650,73 @@ def test_exported_folders_load_in_a_fresh_process(tmp_path):
         assert res.get("generate_equal", cls is not SimplifiedForCausalLM), res
         assert "trust_remote_code=True" in res.get("untrusted_error", ""), res
         assert "contains custom code" in res["untrusted_error"], res
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# bf16 checkpoints, as the Hub has them
+# ------------------------------------------------------------------------------------------------------------------
+LOAD_BF16 = r"""
+    import json, sys, torch
+    import transformers
+    results = []
+    for case in json.load(open(sys.argv[1])):
+        ref = torch.load(case["reference"])
+        model = getattr(transformers, case["auto"]).from_pretrained(
+            case["dir"], trust_remote_code=True, dtype="auto").eval()
+        with torch.no_grad():
+            logits = model(input_ids=ref["input_ids"], attention_mask=ref["attention_mask"]).logits
+        res = {"name": case["name"], "dtypes": sorted({str(t.dtype) for t in model.state_dict().values()}),
+               "logits_dtype": str(logits.dtype), "logits_equal": torch.equal(logits, ref["logits"])}
+        if "generated" in ref:
+            out = model.generate(ref["input_ids"][:1], max_new_tokens=4, do_sample=False, eos_token_id=None,
+                                 pad_token_id=0)
+            res["generate_equal"] = out.tolist() == ref["generated"]
+        results.append(res)
+    print("\n@@result@@ " + json.dumps(results))
+"""
+BF16_CASES = [(SimplifiedForCausalLM, bt) for bt in ("pre_ln", "sas", "sas_p", "normformer")] + [
+    (SimplifiedForMaskedLM, "sas_p")
+]
+
+
+def test_bf16_checkpoints_save_and_load_as_bf16(tmp_path, capsys):
+    """A bf16 model's `save_pretrained` and export write bf16 safetensors with `dtype: bfloat16` in `config.json`, the
+    card and the export CLI state it, and a fresh process's `from_pretrained(..., dtype="auto")` (remote code) gets
+    the bf16 model back: every tensor bf16, the same logits and greedy continuation bit for bit."""
+    manifest = []
+    for cls, block_type in BF16_CASES:
+        name = f"{cls.__name__}-{block_type}"
+        model = make_model(cls, block_type, seed=len(manifest)).to(torch.bfloat16)
+        out = export_model(model, tmp_path / name)
+        assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+        with safe_open(out / "model.safetensors", framework="pt") as weights:
+            assert {weights.get_slice(k).get_dtype() for k in weights.keys()} == {"BF16"}
+        assert "The weights are stored in **bfloat16**" in (out / "README.md").read_text()
+        manifest.append(
+            {
+                "name": name,
+                "dir": str(out),
+                "auto": AUTO[cls],
+                "reference": str(reference(model, tmp_path / f"{name}.pt")),
+            }
+        )
+    # the CLI re-exports the saved bf16 folder as bf16 and says so
+    assert export_main([manifest[0]["dir"], str(tmp_path / "re-export")]) == 0
+    assert "(weights in bfloat16)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "re-export" / "config.json").read_text())["dtype"] == "bfloat16"
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    report = run_fresh(LOAD_BF16, tmp_path, str(tmp_path / "manifest.json"), env={"HF_HUB_OFFLINE": "1"})
+    assert [r["name"] for r in report] == [m["name"] for m in manifest]
+    for res, (cls, _) in zip(report, BF16_CASES):
+        assert res["dtypes"] == ["torch.bfloat16"] and res["logits_dtype"] == "torch.bfloat16", res
+        assert res["logits_equal"] and res.get("generate_equal", cls is not SimplifiedForCausalLM), res
+
+
+def test_float32_exports_state_float32():
+    """A float32 model's card says float32, with no upcasting note."""
+    model = make_model(SimplifiedForCausalLM, "sas")
+    text = str(card_mod.render_card(model.config, "SimplifiedForCausalLM"))
+    assert "The weights are stored in **float32**" in text and "upcast" not in text
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from modeling_simplified.kernels_simplified import linear
+from modeling_simplified.kernels_simplified import linear, rms_norm, running_sum
 
 
 @pytest.mark.parametrize("shape", [(1, 8), (1, 1, 8), (8,)])
@@ -33,3 +33,52 @@ def test_linear_takes_f_linear_where_the_rule_does_not_apply():
     assert torch.equal(out, F.linear(one, weight, bias))
     out.sum().backward()
     assert one.grad is not None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Under autocast each kernel keeps the dtypes its plain-torch op has there
+# ----------------------------------------------------------------------------------------------------------------
+def _autocast():
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("biased", [False, True])
+def test_linear_one_row_under_autocast_is_f_linear(biased):
+    """Decoding under autocast: the one-row rule steps aside, so the result is `F.linear`'s, bf16 and bias included."""
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(1, 8), torch.randn(12, 8), torch.randn(12) if biased else None
+    with torch.no_grad(), _autocast():
+        out, expected = linear(x, weight, bias), F.linear(x, weight, bias)
+    assert out.dtype == expected.dtype == torch.bfloat16
+    assert torch.equal(out, expected)
+
+
+def test_running_sum_under_autocast_computes_in_its_input_dtype():
+    """As `cumsum`, which autocast does not list: the blocked scan's matmuls are not rounded to bf16."""
+    x = torch.randn(2, 70, 6, generator=torch.Generator().manual_seed(0)) * 10
+    with _autocast():
+        inside = running_sum(x)
+    assert inside.dtype == torch.float32
+    assert torch.equal(inside, running_sum(x))
+    torch.testing.assert_close(inside, x.double().cumsum(1).float(), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # (F.rms_norm's unfused path)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_under_autocast_matches_f_rms_norm(dtype):
+    """Forward and backward inside autocast: the dtypes of `F.rms_norm` there (CPU autocast lists neither), the
+    same results as outside autocast, bit for bit."""
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(3, 5, 16, generator=gen) * 4).to(dtype)
+    weight = torch.rand(16, generator=gen) + 0.5
+    results = []
+    for inside in (False, True):
+        xi, wi = x.clone().requires_grad_(), weight.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=inside):
+            out = rms_norm(xi, wi, 1e-6)
+            expected = F.rms_norm(x, (16,), weight, 1e-6)
+            out.backward(torch.ones_like(out))
+        assert out.dtype == expected.dtype == dtype
+        results.append((out, xi.grad, wi.grad))
+    for outside, inside in zip(*results):
+        assert torch.equal(inside, outside)

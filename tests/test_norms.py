@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from modeling_simplified.kernels_simplified import _RMSNormFunction
-from modeling_simplified.modeling_simplified import RMSNorm
+from modeling_simplified.modeling_simplified import RMSNorm, RMSNormEpsOutside
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float64, 1e-12), (torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
@@ -59,3 +59,20 @@ def test_rmsnorm_function_gradcheck():
     weight = torch.randn(8, dtype=torch.float64, generator=gen, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, w: _RMSNormFunction.apply(a, w, 1e-6), (x, weight))
     assert torch.autograd.gradcheck(lambda a: _RMSNormFunction.apply(a, None, 1e-6), (x,))
+
+
+def test_eps_outside_rmsnorm_computes_in_float32_and_rounds_once():
+    """The authors' RMSNorm (eps outside the root) on bf16 weights and inputs: the float32 computation rounded once to
+    bf16 (its mean of squares is not accumulated or rounded in bf16); float32 is the formula as written, bit for bit."""
+    gen = torch.Generator().manual_seed(0)
+    norm = RMSNormEpsOutside(32, eps=1e-8)
+    with torch.no_grad():
+        norm.weight.copy_(torch.rand(32, generator=gen) + 0.5)
+    x = 3 * torch.randn(4, 5, 32, generator=gen)
+    formula = lambda w, t: w * (t / (t.pow(2).mean(-1, keepdim=True).sqrt() + 1e-8))  # noqa: E731
+    with torch.no_grad():
+        assert torch.equal(norm(x), formula(norm.weight, x))
+        x16, half = x.bfloat16(), norm.to(torch.bfloat16)
+        out = half(x16)
+        assert out.dtype == torch.bfloat16
+        assert torch.equal(out, formula(half.weight.float(), x16.float()).bfloat16())

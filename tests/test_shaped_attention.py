@@ -282,3 +282,124 @@ def test_shaped_combination_per_sample_gradients_with_vmap():
     for ours, reference in zip(*per_sample):
         assert ours.shape == (6, 4, 1)
         torch.testing.assert_close(ours, reference)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# bf16: the identity at init, exactly
+# ----------------------------------------------------------------------------------------------------------------
+PRECISIONS = ("autocast", "bf16_weights")
+
+
+def _bf16_mixing_at_init(block_type, causal, padding, attn_implementation, precision):
+    """Every layer's mixing input X and output, `(B, T, H, D)`, of a model at init run in `precision`, on the real
+    tokens; `padding` "packed" gives one row of three sequences (positions restarting, no mask)."""
+    torch.manual_seed(0)
+    config = tiny_config(block_type, is_causal=causal, hidden_size=128, num_hidden_layers=2)
+    model = SimplifiedModel(config).eval()
+    model.set_attn_implementation(attn_implementation)
+    if precision == "bf16_weights":
+        model = model.to(torch.bfloat16)
+    ids = torch.randint(0, TINY["vocab_size"], (3, SEQ_LEN), generator=torch.Generator().manual_seed(1))
+    inputs = {"input_ids": ids, "attention_mask": _padding_mask(padding) if padding != "packed" else None}
+    if padding == "packed":
+        inputs = {"input_ids": ids[:1], "position_ids": torch.tensor([[0, 1, 0, 1, 2, 0, 1]])}
+    seen = []
+    handles = [layer.attn.mixing.register_forward_hook(_recorder(seen), with_kwargs=True) for layer in model.layers]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast"):
+        model(**inputs)
+    for handle in handles:
+        handle.remove()
+    real = _real(inputs.get("attention_mask"), inputs["input_ids"])
+    return [(values[real], mixed[real]) for values, mixed in seen]
+
+
+def _recorder(seen: list):
+    def hook(module, args, kwargs, output):
+        seen.append((kwargs["current_values"].transpose(1, 2), output[0]))
+
+    return hook
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("padding", (*PADDINGS, "packed"))
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+@pytest.mark.parametrize("block_type", SHAPED)
+def test_identity_at_init_in_bf16_is_exact(block_type, causal, padding, precision):
+    """bf16 autocast (the Trainer's `bf16=True`) and bf16 weights, sdpa: at init (W^Q = 0, β = γ) every shaped
+    attention sub-block returns its input X bit for bit. `A·X` and `C·X` come from the same attention kernel in the
+    same dtype (so they are equal where A = C), and eq. 5 forms `β·AX − γ·CX` first (exactly 0), then adds `α·X`. (The
+    running mean, in float32, and sdpa, in bf16, used to differ by up to 0.0625 here.)"""
+    if padding == "packed" and not causal:
+        pytest.skip("packed rows are a causal-LM layout")
+    seen = _bf16_mixing_at_init(block_type, causal, padding, "sdpa", precision)
+    assert len(seen) == 2
+    for values, mixed in seen:
+        expected_dtype = (
+            torch.bfloat16 if precision == "bf16_weights" else torch.promote_types(values.dtype, torch.float32)
+        )
+        assert mixed.dtype == expected_dtype
+        assert torch.equal(mixed, values.to(mixed.dtype))
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("block_type", SHAPED)
+def test_eager_identity_at_init_in_bf16(block_type, padding, precision):
+    """Eager attention's effective matrix `α·I + (β·A − γ·C)` is exactly `I` at init in bf16, so bf16 weights give X
+    bit for bit. Under autocast eager's product of that matrix with X is a bf16 matmul (autocast lists `matmul`): the
+    output is X rounded once to bf16, exactly, and nothing more."""
+    for values, mixed in _bf16_mixing_at_init(block_type, True, padding, "eager", precision):
+        assert torch.equal(mixed.to(values.dtype), values.to(torch.bfloat16).to(values.dtype))
+        if precision == "bf16_weights":
+            assert torch.equal(mixed, values)
+
+
+def test_bf16_centring_uses_the_attention_kernel_and_float32_the_running_mean(monkeypatch):
+    """Which centring each precision takes: float32 keeps the O(T) running mean (its results are unchanged); bf16,
+    autocast or weights, never calls it."""
+    calls, running_mean = [], RunningMean.__call__
+    monkeypatch.setattr(
+        RunningMean,
+        "__call__",
+        lambda self, values, causal: calls.append(values.dtype) or running_mean(self, values, causal),
+    )
+    model = SimplifiedModel(tiny_config("sas")).eval()
+    ids = torch.arange(1, 8)[None]
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(ids)
+        model.to(torch.bfloat16)(ids)
+        assert calls == []
+        model.float()(ids)
+    assert calls == [torch.float32] * model.config.num_hidden_layers
+
+
+def test_shaped_combination_in_bf16_cancels_equal_terms_exactly():
+    """16-bit terms: `β·AX − γ·CX` is formed first, so equal terms with equal gains leave exactly `α·X`, for every
+    value of the gains (float32 gains, autocast's case, and bf16 gains alike), per-token or shared `C·X`."""
+    gen = torch.Generator().manual_seed(0)
+    values = torch.randn(2, 5, 4, 8, generator=gen) * 3
+    attended = torch.randn(2, 5, 4, 8, generator=gen).bfloat16()
+    for gain_dtype, value_dtype in ((torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16)):
+        alpha, beta = (torch.rand(4, 1, generator=gen).to(gain_dtype) + 0.5 for _ in range(2))
+        x = values.to(value_dtype)
+        for centred in (attended, attended[:, :1].expand(2, 5, 4, 8).contiguous()):
+            out = _ShapedCombination.apply(x, centred, centred, alpha, beta, beta.clone())
+            assert torch.equal(out, (x * alpha).to(out.dtype))
+
+
+def test_shaped_combination_gain_gradients_are_float32_inside_autocast():
+    """A backward run inside autocast (CPU autograd runs it on the caller's thread) still sums the gains' gradients
+    in float32 (autocast would round `vecdot` to bf16): the same gradients as outside, bit for bit."""
+    gen = torch.Generator().manual_seed(0)
+    terms = [torch.randn(2, 9, 4, 8, generator=gen).bfloat16() for _ in range(3)]
+    grad = torch.randn(2, 9, 4, 8, generator=gen)
+    results = []
+    for inside in (False, True):
+        gains = [torch.rand(4, 1, generator=torch.Generator().manual_seed(i)).requires_grad_() for i in range(3)]
+        out = _ShapedCombination.apply(*terms, *gains)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=inside):
+            out.backward(grad)
+        results.append([g.grad for g in gains])
+    for outside, inside in zip(*results):
+        assert inside.dtype == torch.float32 and torch.equal(inside, outside)

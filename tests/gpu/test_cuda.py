@@ -1,7 +1,8 @@
-"""On a CUDA device: a bf16 (autocast) training step, sdpa and flash-attention-2 against eager (packed sequences
-included), cached generate against uncached, left-padded generate against each row alone, scoring (no-grad forward)
-against the training forward, bit-identical repeats, and `make bench` on CUDA (training, generate, scoring). The whole module is skipped without CUDA:
-CI never has one; run it with `make test-gpu` on a GPU machine."""
+"""On a CUDA device: a bf16 (autocast) training step, shaped attention exactly the identity at init in bf16, sdpa
+and flash-attention-2 against eager (packed sequences included), cached generate against uncached, left-padded
+generate against each row alone, scoring (no-grad forward) against the training forward, bit-identical repeats, and
+`make bench` on CUDA (training, generate, scoring). The whole module is skipped without CUDA: CI never has one; run it
+with `make test-gpu` on a GPU machine."""
 
 import importlib.util
 import json
@@ -52,6 +53,28 @@ def test_bf16_autocast_training_steps_lower_the_loss(block_type):
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
     assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("attn", ["sdpa", FLASH])
+@pytest.mark.parametrize("precision", ["autocast", "bf16_weights"])
+@pytest.mark.parametrize("block_type", ["value_skipinit", "sas", "sas_p", "simplest"])
+def test_shaped_attention_is_the_identity_at_init_in_bf16(block_type, precision, attn):
+    """The CPU test of tests/test_shaped_attention.py on CUDA kernels, in training mode (queries, keys and values
+    that need gradients, as in a training step: the real and the zero-query call must take the same kernel): every
+    shaped attention sub-block returns its input X bit for bit at init."""
+    model = _model(block_type, torch.bfloat16 if precision == "bf16_weights" else torch.float32).train()
+    model.set_attn_implementation(attn)
+    seen = []
+    for layer in model.model.layers:
+        layer.attn.mixing.register_forward_hook(
+            lambda m, a, kw, out: seen.append((kw["current_values"].transpose(1, 2), out[0])), with_kwargs=True
+        )
+    ids = torch.randint(0, model.config.vocab_size, (4, 200), device=CUDA)
+    with torch.autocast(CUDA, dtype=torch.bfloat16, enabled=precision == "autocast"):
+        model(input_ids=ids, labels=ids).loss.backward()
+    assert len(seen) == len(model.model.layers)
+    for values, mixed in seen:
+        assert torch.equal(mixed, values.to(mixed.dtype))
 
 
 @pytest.mark.parametrize("attn", ["sdpa", FLASH])

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             "--set", "training.save_total_limit=null", "--no-export",
         ]  # fmt: skip
         base = root / "run"
-        assert train([*common, "--output-dir", str(base)]) == 0
+        if train([*common, "--output-dir", str(base)]) != 0:
+            raise SystemExit("the run to resume from failed")
         shutil.rmtree(base / f"checkpoint-{steps}")
         (base / "metrics.json").unlink()
         times: dict[str, list[float]] = {"restored": [], "skipped": []}
@@ -62,14 +63,17 @@ def main(argv: list[str] | None = None) -> int:
                 run = root / f"{how}-{r}"
                 shutil.copytree(base, run)
                 if how == "skipped":
-                    for state in run.glob("checkpoint-*/stream_state-*.pt"):
+                    for state in run.glob("checkpoint-*/stream_state.pt"):
                         state.unlink()
-                assert train([*common, "--output-dir", str(run), "--resume"]) == 0
+                if train([*common, "--output-dir", str(run), "--resume"]) != 0:
+                    raise SystemExit(f"the {how} resume failed")
                 segment = json.loads((run / "metrics.json").read_text())["segments"][-1]
-                assert segment["stream"] == how, segment
+                if segment.get("stream") != how:
+                    raise SystemExit(f"the {how} resume reports {segment.get('stream')!r}")
                 times[how].append(segment["first_step_s"])
             a, b = (load_file(root / f"{how}-{r}" / f"checkpoint-{steps}" / "model.safetensors") for how in times)
-            assert all((a[k] == b[k]).all() for k in a), "the two resumes ended with different weights"
+            if not all((a[k] == b[k]).all() for k in a):
+                raise SystemExit("the two resumes ended with different weights")
     report = {
         how: {"median_s": statistics.median(t), "min_s": min(t), "max_s": max(t), "rounds": t}
         for how, t in times.items()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,7 +123,11 @@ def test_a_split_the_dataset_does_not_have_is_one_clear_error_and_nothing_is_wri
     error = done.stderr.strip().splitlines()
     assert len(error) == 1, done.stderr
     assert error[0].startswith("simplified-train: error: cannot load dataset 'monology/pile-uncopyrighted'")
-    assert "split 'validation'" in error[0] and "has the splits train" in error[0]
+    assert (
+        "split 'validation'" in error[0]
+        and "has the splits train" in error[0]
+        and "data.eval_data_files (a glob)" in error[0]
+    )
     assert "data.eval_split" in error[0] and "data.eval_data_files" in error[0]
     assert "embedded" not in done.stderr.replace("--dataset embedded", "")
     assert not run.exists()
@@ -179,6 +184,7 @@ def _train_in_background(hub, home: Path, *args: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", STREAMED)
 def test_a_streamed_run_killed_after_a_checkpoint_resumes_exactly_from_its_place_in_the_stream(
     olah_hub, tmp_path, family
@@ -213,16 +219,55 @@ def test_a_streamed_run_killed_after_a_checkpoint_resumes_exactly_from_its_place
     proc.wait()
     at = latest_checkpoint(killed)
     assert at is not None and at.name != f"checkpoint-{steps}"
-    assert (at / "stream_state-0.pt").is_file()
+    assert (at / "stream_state.pt").is_file()
 
-    resumed = simplified_train(olah_hub, home, *common, "--output-dir", str(killed), "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    a, b = (load_file(run / f"checkpoint-{steps}" / "model.safetensors") for run in (straight, killed))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    ma, mb = (json.loads((run / "metrics.json").read_text()) for run in (straight, killed))
-    assert mb["resumed_from"] == str(at) and ma["train_loss"] == mb["train_loss"]
-    assert ma["tokens_seen"] == mb["tokens_seen"]
-    assert mb["segments"][-1]["stream"] == "restored"
+    skipped = tmp_path / "skipped"  # the same checkpoint without its stream state: the Trainer skips
+    shutil.copytree(killed, skipped)
+    (skipped / at.name / "stream_state.pt").unlink()
+    # another HF_HOME: the resumed run takes the checkpoint's tokenizer, never one trained again (WordPiece's differ)
+    for run in (killed, skipped):
+        resumed = simplified_train(olah_hub, tmp_path / "home2", *common, "--output-dir", str(run), "--resume")
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    weights = [load_file(run / f"checkpoint-{steps}" / "model.safetensors") for run in (straight, killed, skipped)]
+    assert all(w.keys() == weights[0].keys() and all(torch.equal(w[k], weights[0][k]) for k in w) for w in weights)
+    ma, mb, mc = (json.loads((run / "metrics.json").read_text()) for run in (straight, killed, skipped))
+    assert mb["resumed_from"] == str(at) and ma["train_loss"] == mb["train_loss"] == mc["train_loss"]
+    assert ma["tokens_seen"] == mb["tokens_seen"] == mc["tokens_seen"]
+    assert (mb["segments"][-1]["stream"], mc["segments"][-1]["stream"]) == ("restored", "skipped")
+    # after a skipping resume the loader that is read is not the one that would be saved: no state from then on
+    assert (killed / f"checkpoint-{steps}" / "stream_state.pt").is_file()
+    assert not list(skipped.glob(f"checkpoint-{steps}/stream_state*"))
+
+
+def test_a_stream_that_restarted_before_its_checkpoint_is_refused_on_resume(olah_hub, tmp_path):
+    """A stream that ran out and restarted before the checkpoint cannot be resumed at its place (the resumed
+    Trainer counts its passes from 0 and `datasets` applies a state only in its own pass): one error, not a run
+    that silently starts the stream over."""
+    run, steps = tmp_path / "run", 6
+    args = [
+        *STREAMED["masked"],
+        "--set",
+        "data.max_train_samples=4",
+        "--max-steps",
+        str(steps),
+        "--set",
+        "training.save_steps=4",
+        "--set",
+        "training.save_total_limit=null",
+        "--no-export",
+        "--output-dir",
+        str(run),
+    ]
+    home = tmp_path / "home"
+    done = simplified_train(olah_hub, home, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert torch.load(run / "checkpoint-4" / "stream_state.pt", weights_only=True)["pass"] > 0
+    shutil.rmtree(run / f"checkpoint-{steps}")
+    (run / "metrics.json").unlink()
+    resumed = simplified_train(olah_hub, home, *args, "--resume")
+    assert resumed.returncode != 0
+    assert resumed.stderr.strip().splitlines()[-1].startswith("simplified-train: error: --resume from")
+    assert "the stream had restarted before this checkpoint" in resumed.stderr
 
 
 def _probe(hub, home: Path, preset: str, *assignments: str) -> dict:

@@ -193,7 +193,7 @@ def train(plan: TrainPlan) -> TrainResult:
     # under torchrun / accelerate launch this joins the process group (no file is written)
     args = training_arguments(preset.training, str(out), eval_on_start=checked.resume_from is None)
     main_process = args.process_index == 0
-    model, data = _model_and_data(preset, checked.init_from)
+    model, data = _model_and_data(preset, checked.init_from, checked.resume_from)
     lr_decay_start = None
     if raptr_cb is not None:
         steps = planned_steps(args, data.train)
@@ -345,14 +345,18 @@ def _finished_result(out: Path, checkpoint: Path) -> TrainResult:
     return TrainResult(output_dir=out, metrics=metrics, log_history=history, finished_before=True)
 
 
-def _model_and_data(preset: Preset, init_from: Path | None):
-    """Data first (it may fail with a UsageError), then the model built for its tokenizer and labels."""
+def _model_and_data(preset: Preset, init_from: Path | None, resume_from: Path | None = None):
+    """Data first (it may fail with a UsageError), then the model built for its tokenizer and labels. The tokenizer
+    is the checkpoint's when resuming (a tokenizer trained again may differ: WordPiece training is not deterministic,
+    and a stream would be read again for it), the pretrained model's with `init_from`."""
     tokenizer = None
-    if init_from is not None:
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(init_from))
-        except Exception as err:  # noqa: BLE001
-            raise UsageError(f"--init-from {init_from}: no tokenizer there ({first_line(err)}).") from None
+    for option, folder in (("--resume", resume_from), ("--init-from", init_from)):
+        if folder is not None:
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            except Exception as err:  # noqa: BLE001
+                raise UsageError(f"{option} {folder}: no tokenizer there ({first_line(err)}).") from None
+            break
     vocab = preset.model.get("vocab_size", 50257)
     data = build_task_data(preset.task, preset.data, vocab, tokenizer)
     tokenizer = data.tokenizer

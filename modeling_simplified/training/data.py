@@ -119,16 +119,22 @@ def load_remote(
         files = {split: data_files} if data_files else None
         return datasets.load_dataset(dataset_id, config, split=split, streaming=streaming, data_files=files)
     except Exception as err:  # noqa: BLE001 - every loading failure becomes one clear message
+        files_field = field.replace("_split", "_data_files") if field else "the split's data_files"
         splits = (
             None if data_files or isinstance(err, (_NoSuchFolder, ConnectionError)) else _splits(dataset_id, config)
         )
         if splits is not None and split not in splits:
-            files_field = field.replace("_split", "_data_files") if field else "the split's data_files"
             raise UsageError(
-                f"cannot load dataset {where}: the dataset has the splits {', '.join(splits)}. Set {field or 'the split'} "
-                f"to one of them, or choose the repository's files for it with {files_field}."
+                f"cannot load dataset {where}: the dataset has the splits {', '.join(splits)}. Choose the "
+                f"repository's files for the split with {files_field} (a glob), or set {field or 'the split'} to one "
+                "of those splits."
             ) from None
         reason = " ".join(str(err).split())[:300] or type(err).__name__
+        if data_files and not isinstance(err, ConnectionError):
+            raise UsageError(
+                f"cannot load dataset {where} from the files {data_files!r} ({files_field}): {reason}. Check the glob "
+                "against the repository's files, and the id."
+            ) from None
         if isinstance(err, _NoSuchFolder):
             check = "Check the path"
         elif isinstance(err, ConnectionError) or _offline():
@@ -345,15 +351,17 @@ def _tokenise(ds, fn, **kwargs):
     return ds.map(fn, batched=True, remove_columns=columns or None, fn_kwargs=kwargs, **map_kwargs)
 
 
-def _language_modelling(spec: DataSpec, task: str, vocab_size: int) -> TaskData:
+def _language_modelling(
+    spec: DataSpec, task: str, vocab_size: int, tokenizer: PreTrainedTokenizerFast | None = None
+) -> TaskData:
     train_raw, eval_raw, column, source = _raw_text(spec, task)
     embedded = spec.dataset == EMBEDDED
     if not embedded:
         train_raw = _take(train_raw, spec.max_train_samples)
     kind = "bpe" if task == "causal-lm" else "wordpiece"
-    if spec.tokenizer:
+    if tokenizer is None and spec.tokenizer:
         tokenizer = load_tokenizer(spec.tokenizer)
-    else:
+    if tokenizer is None:  # else a resumed run's or a pretrained model's
         identity = {
             "source": source,
             "config": spec.dataset_config,
@@ -456,4 +464,4 @@ def build_task_data(
     """The tokenised train/eval data and tokenizer of `task` as `spec` describes."""
     if task == "sequence-classification":
         return _classification(spec, tokenizer, vocab_size)
-    return _language_modelling(spec, task, vocab_size)
+    return _language_modelling(spec, task, vocab_size, tokenizer)

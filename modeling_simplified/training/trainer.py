@@ -13,11 +13,11 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from modeling_simplified.optimization import parameter_groups
 
-from .presets import TrainingRecipe
+from .presets import TrainingRecipe, UsageError
 
 
 def training_arguments(recipe: TrainingRecipe, output_dir: str, **overrides: Any) -> TrainingArguments:
@@ -209,8 +209,9 @@ class RunTotals(TrainerCallback, ExportableState):
         }
 
 
-#: a streamed run's place in its stream, one file per process in each checkpoint (the data loader's `state_dict`)
-STREAM_STATE = "stream_state-{rank}.pt"
+#: a streamed one-process run's place in its stream, in each of its checkpoints: the loader's `state_dict` and the
+#: pass over the stream it was in
+STREAM_STATE = "stream_state.pt"
 
 
 class SimplifiedTrainer(Trainer):
@@ -219,10 +220,15 @@ class SimplifiedTrainer(Trainer):
     diagnostics callback's values merged into the train logs, and a streamed dataset resumed where its checkpoint
     stood.
 
-    A stream (an `IterableDataset`) is read through accelerate's data loader over torchdata's `StatefulDataLoader`,
-    whose state (each shard's position, per worker) goes into every checkpoint (`STREAM_STATE`). A resumed run
-    starts its loader from that state, where the Trainer alone (5.x saves no loader state) would read and
-    tokenise the whole consumed stream again to skip it. A checkpoint without the file is resumed by skipping."""
+    A stream (an `IterableDataset`) in a one-process run is read through accelerate's data loader over torchdata's
+    `StatefulDataLoader`, whose state (each worker's shard and row) goes into every checkpoint (`STREAM_STATE`). A
+    resumed run starts its loader there: the finished shards are not read again and no consumed row is tokenised
+    again (`datasets` reads the current shard from its start to the saved row). transformers 5.x saves no loader
+    state: without the file (an older checkpoint) the Trainer reads and tokenises the consumed stream again to skip
+    it, and the run then saves no state (its skipping loader is not the one that would be saved). Not covered:
+    multi-process runs (accelerate's dispatcher reads ahead on rank 0, so its state would be off by those batches;
+    they skip), and a state saved after the stream restarted (a resumed Trainer counts passes from 0 again and
+    `datasets` applies a state only in its own pass: refused with one error)."""
 
     def __init__(
         self,
@@ -241,21 +247,34 @@ class SimplifiedTrainer(Trainer):
         self._stream_state: dict[str, Any] | None = None  # the checkpoint's, for the resumed run's loader
         #: how a resumed stream found its place: "restored" (the checkpoint's state) or "skipped" (read again)
         self.stream_resume: str | None = None
-        if isinstance(self.train_dataset, torch.utils.data.IterableDataset):
+        self._saves_stream = (
+            isinstance(self.train_dataset, torch.utils.data.IterableDataset) and self.args.world_size == 1
+        )
+        if self._saves_stream:
             self.accelerator.dataloader_config.use_stateful_dataloader = True
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
-        state = Path(str(resume_from_checkpoint), STREAM_STATE.format(rank=self.args.process_index))
-        if isinstance(resume_from_checkpoint, str) and self._streams():
-            self.stream_resume = "skipped"
-            if state.is_file():
-                self._stream_state = torch.load(state, weights_only=True)
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        skip = self.args.ignore_data_skip
+        if resume_from_checkpoint and isinstance(self.train_dataset, torch.utils.data.IterableDataset):
+            saved = Path(resume_from_checkpoint, STREAM_STATE)
+            if self._saves_stream and saved.is_file():
+                state = torch.load(saved, weights_only=True)
+                if state["pass"] > 0:
+                    raise UsageError(
+                        f"--resume from {resume_from_checkpoint}: the stream had restarted before this checkpoint "
+                        f"(pass {state['pass'] + 1}); a stream resumes within its first pass only. Train fewer steps "
+                        "than one pass of the data, or use more of it (data.max_train_samples)."
+                    )
+                self._stream_state, self.stream_resume = state["loader"], "restored"
                 self.args.ignore_data_skip = True  # the loader starts where the checkpoint stood: nothing to skip
-                self.stream_resume = "restored"
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-
-    def _streams(self) -> bool:
-        return bool(getattr(self.accelerator.dataloader_config, "use_stateful_dataloader", False))
+            else:
+                self.stream_resume, self._saves_stream = "skipped", False
+        try:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        finally:
+            self.args.ignore_data_skip = skip  # saved in `training_args.bin`: the user's value
 
     def get_train_dataloader(self):
         with warnings.catch_warnings():
@@ -279,11 +298,12 @@ class SimplifiedTrainer(Trainer):
         for name, value in self.run_totals().items():
             setattr(totals, name, value)  # saved with the trainer state, read back on resume
         loader = self.callback_handler.train_dataloader
-        if self._streams() and hasattr(loader, "state_dict"):
+        if self._saves_stream and hasattr(loader, "state_dict"):
             # before the Trainer's files: `trainer_state.json`, written last, marks a checkpoint complete
             folder = Path(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
             folder.mkdir(parents=True, exist_ok=True)
-            torch.save(loader.state_dict(), folder / STREAM_STATE.format(rank=self.args.process_index))
+            state = {"loader": loader.state_dict(), "pass": getattr(loader, "iteration", 0)}
+            torch.save(state, folder / STREAM_STATE)
         super()._save_checkpoint(model, trial)
 
     def _issue_warnings_after_load(self, load_result: Any) -> None:

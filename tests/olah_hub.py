@@ -19,15 +19,23 @@ only in its cache).
 
 from __future__ import annotations
 
+import collections
+import email
 import inspect
 import io
 import json
+import logging
 import os
+import pathlib
 import shutil
 import socket
 import subprocess
 import sys
+import textwrap
 import time
+import typing
+import unittest
+import urllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -97,15 +105,6 @@ def code_documents(n: int) -> list[dict]:
 
 def prose_documents(n: int, offset: int = 0) -> list[str]:
     """`n` English paragraphs: docstrings of stdlib modules (distinct texts, in a fixed order)."""
-    import collections
-    import email
-    import logging
-    import pathlib
-    import textwrap
-    import typing
-    import unittest
-    import urllib
-
     texts = []
     for module in (collections, email, json, logging, pathlib, textwrap, typing, unittest, urllib, inspect, io, os):
         for name, obj in sorted(vars(module).items()):

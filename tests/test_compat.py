@@ -49,4 +49,5 @@ def test_export_declares_the_floor_in_config_and_card(tmp_path):
     shipped = (out / "configuration_simplified.py").read_text()
     assert f'MIN_TRANSFORMERS_VERSION = "{MIN_TRANSFORMERS_VERSION}"' in shipped
     # the check runs before the first v5-only import of the shipped configuration module
-    assert shipped.index("\n_require_transformers()") < shipped.index("from transformers import PreTrainedConfig")
+    first_v5_import = re.search(r"^from transformers import .*PreTrainedConfig", shipped, re.MULTILINE)
+    assert first_v5_import and shipped.index("\n_require_transformers()") < first_v5_import.start()

@@ -11,9 +11,13 @@ import warnings
 from pathlib import Path
 
 # Everything this session and its subprocesses write to the system temp folder (pytest's tmp_path folders, the
-# remote-code module cache in HF_HOME, torch.compile's inductor cache, torchrun's logs, servers' homes) goes here.
+# remote-code module cache in HF_HOME, torchrun's logs, servers' homes) goes here.
 _SESSION_TMP = Path(tempfile.mkdtemp(prefix="simplified-tests-"))
 os.environ["TMPDIR"] = tempfile.tempdir = str(_SESSION_TMP)
+# torch.compile's kernels (torch puts them in the temp folder) go to the user's cache, kept across sessions as pip's
+# is: compiled afresh, the suite's flex-attention and compile tests take minutes longer
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_CACHE / "simplified-transformers" / "torchinductor"))
 os.environ["HF_HOME"] = str(_SESSION_TMP / "hf-home")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -38,8 +42,8 @@ def _remove_session_tmp(keep_failed: bool) -> None:
         _SESSION_TMP.rmdir()
 
 
-# Again at exit (registered before torch is imported, so it runs after torch's exit hooks): torch's inductor cache
-# folder, pinned to this folder by TORCHINDUCTOR_CACHE_DIR, was seen made again after the session had ended.
+# Again at exit (registered before torch is imported, so it runs after torch's exit hooks): a folder of torch's was
+# seen made again in this folder after the session had ended.
 # pytest's folder exists then only if a failing session kept it.
 atexit.register(_remove_session_tmp, keep_failed=True)
 

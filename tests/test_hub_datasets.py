@@ -239,6 +239,7 @@ def test_a_streamed_run_killed_after_a_checkpoint_resumes_exactly_from_its_place
     assert not list(skipped.glob(f"checkpoint-{steps}/stream_state*"))
 
 
+@pytest.mark.slow
 def test_a_stream_that_restarted_before_its_checkpoint_is_refused_on_resume(olah_hub, tmp_path):
     """A stream that ran out and restarted before the checkpoint cannot be resumed at its place (the resumed
     Trainer counts its passes from 0 and `datasets` applies a state only in its own pass): one error, not a run
@@ -371,6 +372,7 @@ print(RESULT + json.dumps({"logits": logits.tolist(), "class": type(model).__mod
 """
 
 
+@pytest.mark.slow
 def test_an_exported_model_served_by_the_mirror_loads_by_revision_and_then_offline(olah_hub, tmp_path):
     """An export made a git repository that olah serves: a fresh process without the package loads it with
     `AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True, revision=<commit sha>)` and gives the

@@ -184,8 +184,12 @@ def _train_in_background(hub, home: Path, *args: str) -> subprocess.Popen:
     )
 
 
+#: the resumed runs: both families, and the causal one with packing (padding-free rows of the stream's windows)
+RESUMED = {**STREAMED, "causal-packed": [*STREAMED["causal"], "--set", "data.packing=true"]}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("family", STREAMED)
+@pytest.mark.parametrize("family", RESUMED)
 def test_a_streamed_run_killed_after_a_checkpoint_resumes_exactly_from_its_place_in_the_stream(
     olah_hub, tmp_path, family
 ):
@@ -194,7 +198,7 @@ def test_a_streamed_run_killed_after_a_checkpoint_resumes_exactly_from_its_place
     shard position) instead of reading the consumed stream again."""
     steps, save = 24, 6
     common = [
-        *STREAMED[family],
+        *RESUMED[family],
         "--max-steps",
         str(steps),
         "--set",

@@ -278,7 +278,7 @@ def test_a_misspelt_field_is_one_error_naming_the_field_meant(kwargs, typo, mean
     assert f"{typo!r} is not a field; did you mean {meant!r}?" in message
 
 
-@pytest.mark.parametrize("renamed", [False, True], ids=["added", "renamed"])
+@pytest.mark.parametrize("renamed", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["added", "renamed"])
 def test_a_misspelt_field_in_config_json_fails_in_a_fresh_process(tmp_path, renamed):
     """A hand-edited Hub folder (the config and its code file, loaded with trust_remote_code in a fresh process, as
     from the Hub): `"blok_type": "sas"` beside `block_type` would load as sas_p, in place of it as pre_ln."""

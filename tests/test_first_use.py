@@ -87,6 +87,7 @@ def test_every_tokenizer_load_the_docs_show_passes_trust_remote_code():
     assert bare == []
 
 
+@pytest.mark.slow  # a pytest session in a fresh process
 def test_a_passing_test_session_leaves_nothing_in_the_temp_folder(tmp_path):
     """A passing session, its tmp_path folders, HF_HOME (the remote-code module cache) and torch's inductor cache
     included, leaves the system temp folder as it found it: pytest kept every test's tmp_path folder of the last 3

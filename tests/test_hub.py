@@ -679,6 +679,7 @@ BF16_CASES = [(SimplifiedForCausalLM, bt) for bt in ("pre_ln", "sas", "sas_p", "
 ]
 
 
+@pytest.mark.slow  # two fresh processes
 def test_bf16_checkpoints_save_and_load_as_bf16(tmp_path, capsys):
     """A bf16 model's `save_pretrained` and export write bf16 safetensors with `dtype: bfloat16` in `config.json`, the
     card and the export CLI state it, and a fresh process's `from_pretrained(..., dtype="auto")` (remote code) gets

@@ -104,6 +104,7 @@ def test_every_paper_preset_trains_on_the_dataset_it_names(olah_hub, tmp_path, p
         assert f"{data.dataset_config}/validation-00000-of-00001.parquet" in log
 
 
+@pytest.mark.slow
 def test_a_split_the_dataset_does_not_have_is_one_clear_error_and_nothing_is_written(olah_hub, tmp_path):
     """The Pile's repository has only a `train` split: the evaluation split is its `val.jsonl.zst` by
     `data.eval_data_files`; without it the run stops before writing, naming the id, the split, the splits that exist

@@ -559,8 +559,11 @@ print(json.dumps([m for m in ("transformers.trainer", "datasets", "matplotlib") 
             + ", ".join(f"'{b}'" for b in BLOCK_TYPES)
             + ")",
         ),
-        (["--max-steps", "ten"], "argument --max-steps: invalid int value: 'ten'"),
-        (["--preset", "codeparrot-tiny-sas_p", "--bogus"], "unrecognized arguments: --bogus"),
+        # a fresh interpreter each (~5 s): two in the default suite, the others slow
+        pytest.param(["--max-steps", "ten"], "argument --max-steps: invalid int value: 'ten'", marks=pytest.mark.slow),
+        pytest.param(
+            ["--preset", "codeparrot-tiny-sas_p", "--bogus"], "unrecognized arguments: --bogus", marks=pytest.mark.slow
+        ),
     ],
     ids=["help", "block-type", "max-steps", "unknown-option"],
 )

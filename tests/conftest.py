@@ -6,7 +6,10 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -103,6 +106,20 @@ def assert_no_warnings(loggers=("transformers", "datasets", "modeling_simplified
             logger.removeHandler(handler)
     assert [r.getMessage() for r in records] == []
     assert [f"{w.category.__name__}: {w.message}" for w in caught] == []
+
+
+def kill_after_first_checkpoint(proc: subprocess.Popen, run_dir: Path, timeout: float = 240) -> Path | None:
+    """SIGKILL a training process as soon as `run_dir` holds a complete checkpoint (it must still be running then);
+    returns the latest complete checkpoint after the kill."""
+    from modeling_simplified.training.runs import latest_checkpoint
+
+    deadline = time.time() + timeout
+    while latest_checkpoint(run_dir) is None and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return latest_checkpoint(run_dir)
 
 
 def perturb_(model: torch.nn.Module, scale: float = 0.05, seed: int = 0) -> torch.nn.Module:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import kill_after_first_checkpoint
 from olah_hub import (
     CODE_SHARDS,
     CODEPARROT_TRAIN,
@@ -30,7 +30,6 @@ from olah_hub import (
 from safetensors.torch import load_file
 
 from modeling_simplified.training.presets import available_presets, load_preset
-from modeling_simplified.training.runs import latest_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 SHRINK = [
@@ -215,14 +214,7 @@ def test_a_streamed_run_killed_after_a_checkpoint_resumes_exactly_from_its_place
     done = simplified_train(olah_hub, home, *common, "--output-dir", str(straight))
     assert done.returncode == 0, done.stderr[-3000:]
 
-    proc = _train_in_background(olah_hub, home, *common, "--output-dir", str(killed))
-    deadline = time.time() + 240
-    while latest_checkpoint(killed) is None and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    at = latest_checkpoint(killed)
+    at = kill_after_first_checkpoint(_train_in_background(olah_hub, home, *common, "--output-dir", str(killed)), killed)
     assert at is not None and at.name != f"checkpoint-{steps}"
     assert (at / "stream_state.pt").is_file()
 

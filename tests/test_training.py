@@ -8,7 +8,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import MASKED, assert_no_warnings, tiny_config
+from conftest import MASKED, assert_no_warnings, kill_after_first_checkpoint, tiny_config
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
@@ -228,14 +227,7 @@ def _kill_and_resume_matches_straight_run(tmp_path: Path, base: list[str], steps
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     assert main([*common, "--output-dir", str(straight)]) == 0
 
-    proc = _cli(*common, "--output-dir", str(killed))
-    deadline = time.time() + 240
-    while latest_checkpoint(killed) is None and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    interrupted_at = latest_checkpoint(killed)
+    interrupted_at = kill_after_first_checkpoint(_cli(*common, "--output-dir", str(killed)), killed)
     assert interrupted_at is not None and not (killed / "metrics.json").exists()
 
     # without --preset: the run's saved preset (the same --set and --max-steps are checked against it)

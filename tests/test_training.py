@@ -21,7 +21,13 @@ from transformers import TrainerCallback
 
 from modeling_simplified import BLOCK_TYPES, SimplifiedForCausalLM, parameter_groups
 from modeling_simplified.training.cli import main
-from modeling_simplified.training.presets import available_presets
+from modeling_simplified.training.presets import (
+    TrainingRecipe,
+    UsageError,
+    apply_override,
+    available_presets,
+    load_preset,
+)
 from modeling_simplified.training.runs import latest_checkpoint
 from modeling_simplified.training.trainer import BatchRampAdamW, SimplifiedTrainer, training_arguments
 
@@ -700,3 +706,41 @@ def test_trainer_bf16_trains_every_block_type(block_type, layout, tmp_path):
     assert torch.nn.functional.cosine_similarity(ours, theirs, dim=0) >= 0.99
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert len(losses) == 5 and losses[-1] < losses[0]
+
+
+def test_bf16_recipe_field_is_the_trainers_bf16(tmp_path):
+    """`training.bf16` becomes `TrainingArguments.bf16` (default off); `--set` accepts only a boolean."""
+    assert training_arguments(TrainingRecipe(learning_rate=1e-3), str(tmp_path)).bf16 is False
+    assert training_arguments(TrainingRecipe(learning_rate=1e-3, bf16=True), str(tmp_path)).bf16 is True
+    preset = load_preset("codeparrot-tiny-sas_p")
+    apply_override(preset, "training.bf16=true")
+    assert preset.training.bf16 is True
+    with pytest.raises(UsageError, match="training.bf16"):
+        apply_override(preset, "training.bf16=bfloat16")
+
+
+@pytest.mark.slow
+def test_bf16_option_trains_under_bf16_autocast(tmp_path, monkeypatch):
+    """`--bf16` (`training.bf16`): the Trainer's `bf16=True`, recorded in the run's preset. The blocks' matmuls run
+    in bf16 while the weights stay float32 (the export is float32), and the losses differ from float32's."""
+    from modeling_simplified.modeling_simplified import SimplifiedMLP
+
+    dtypes = set()
+    forward = SimplifiedMLP.forward
+
+    def spy(self, x):
+        out = forward(self, x)
+        dtypes.add(out.dtype)
+        return out
+
+    monkeypatch.setattr(SimplifiedMLP, "forward", spy)
+    losses = {}
+    for name, extra in (("float32", []), ("bf16", ["--bf16"])):
+        run = tmp_path / name
+        common = ["--max-steps", "2", "--set", "training.eval_steps=2", "--output-dir", str(run)]
+        assert main([*CAUSAL, *extra, *common]) == 0
+        losses[name] = json.loads((run / "metrics.json").read_text())["eval_loss"]
+        assert json.loads((run / "preset.json").read_text())["training"]["bf16"] is bool(extra)
+        assert json.loads((run / "export" / "config.json").read_text())["dtype"] == "float32"
+    assert dtypes == {torch.float32, torch.bfloat16}
+    assert losses["bf16"] != losses["float32"] and abs(losses["bf16"] - losses["float32"]) < 0.05

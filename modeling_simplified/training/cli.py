@@ -92,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="padding-free batches (DataCollatorWithFlattening; causal-lm and masked-lm): texts cut into windows "
         "of at most data.seq_len tokens, each batch one row (same as --set data.packing=true)",
     )
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="bf16 mixed precision (the Trainer's bf16=True: bf16 autocast, float32 weights and optimizer; same as "
+        "--set training.bf16=true)",
+    )
     parser.add_argument("--diagnostics", action="store_true", help="log per-layer gains and activation kurtosis")
     parser.add_argument("--no-export", action="store_true", help="skip the Hub-ready export")
     raptr = parser.add_argument_group("RaPTr progressive subnetworks (modeling_simplified/training/raptr.py)")
@@ -173,6 +179,8 @@ def plan_from_args(args: argparse.Namespace) -> TrainPlan:
         preset.training.init_from = args.init_from
     if args.packing:
         preset.data.packing = True
+    if args.bf16:
+        preset.training.bf16 = True
     return TrainPlan(
         preset=preset,
         output_dir=output_dir,

@@ -83,6 +83,9 @@ class TrainingRecipe:
     seed: int = 0
     #: processes that read and tokenise the training data (a stream's shards are divided among them)
     dataloader_num_workers: int = 0
+    #: bf16 mixed precision, the Trainer's `bf16=True`: the forward and backward under bf16 autocast, float32 master
+    #: weights and AdamW state (docs/training.md, "bf16")
+    bf16: bool = False
     #: a pretrained run (output dir, export or checkpoint) to start from; fine-tuning presets use it
     init_from: str | None = None
 

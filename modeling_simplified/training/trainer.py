@@ -54,6 +54,7 @@ def training_arguments(recipe: TrainingRecipe, output_dir: str, **overrides: Any
         disable_tqdm=False,
         include_num_input_tokens_seen="all",
         dataloader_num_workers=recipe.dataloader_num_workers,
+        bf16=recipe.bf16,
         use_cpu=not torch.cuda.is_available(),
         # every parameter takes part in every forward (RaPTr's bypassed layers too, with weight 0), so DDP needs no
         # extra traversal of the graph to find unused ones

@@ -609,6 +609,27 @@ def _attends_in_full_precision(query: torch.Tensor) -> bool:
     return query.dtype.itemsize >= 4 and not autocast_enabled(query.device)
 
 
+#: kernels that compute in 16 bits only (their float32 inputs are refused), so attention cannot be upcast for them
+SIXTEEN_BIT_KERNELS = frozenset({"flash_attention_2", "flash_attention_3"})
+
+
+def attend_in_float32(attention_interface: Callable) -> Callable:
+    """`attention_interface` computing in float32 on 16-bit queries, keys and values (autocast off), its output
+    rounded once to their dtype: attention whose bf16 result does not depend on how the rows are laid out (a padded
+    batch or one packed row; the CPU kernel's 16-bit sums run in a layout-dependent order)."""
+
+    def attend(module, query, key, value, attention_mask, **kwargs):
+        if query.dtype.itemsize >= 4:
+            return attention_interface(module, query, key, value, attention_mask, **kwargs)
+        with torch.autocast(query.device.type, enabled=False):
+            output, weights = attention_interface(
+                module, query.float(), key.float(), value.float(), attention_mask, **kwargs
+            )
+        return output.to(query.dtype), None if weights is None else weights.to(query.dtype)
+
+    return attend
+
+
 def _cache_length(cache: Cache | None, layer_idx: int) -> int | torch.Tensor | None:
     """Tokens already cached, read before `update` (a static cache advances its length tensor in place); None for a
     cache that is not transformers' `Cache` (continuous batching's paged cache, which holds many sequences)."""
@@ -650,6 +671,9 @@ class SimplifiedAttention(nn.Module):
         self.o_proj = build_matrix(config.projection_mode, config, 2 * layer_idx + 1, _output_init_std(config))
         self.scale_before_proj = config.head_scale == "before_proj"
         self.dropout = nn.Dropout(config.hidden_dropout)
+        # NormFormer's LayerNorm after attention makes its small branch a unit-scale term of the residual stream, so
+        # a 16-bit kernel's layout-dependent rounding would reach the logits: it attends in float32 (§8.6)
+        self.attends_in_float32 = bool(config.attn_branch_norm)
 
     def forward(
         self,
@@ -670,9 +694,10 @@ class SimplifiedAttention(nn.Module):
         if cache is not None:  # (`kwargs=`: a paged cache reads its indices from them and updates them in place)
             key, value = cache.update(key, value, self.layer_idx, kwargs=kwargs)
 
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
+        implementation = self.config._attn_implementation
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        if self.attends_in_float32 and implementation not in SIXTEEN_BIT_KERNELS:
+            attention_interface = attend_in_float32(attention_interface)
         attend = lambda q, dropout: attention_interface(  # noqa: E731
             self, q, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
         )

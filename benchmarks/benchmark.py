@@ -3,11 +3,13 @@
     python -m benchmarks.benchmark                       # every section, the paper's CodeParrot shape
     python -m benchmarks.benchmark --sections train,mfu  # a subset
     python -m benchmarks.benchmark --quick               # smoke run at a tiny shape
+    python -m benchmarks.benchmark --dtype bf16          # bf16: autocast training, bf16-weight inference
 
 Each section is a module of `benchmarks/sections/` (registered in `SECTIONS`), its docstring says what it measures:
-train, mfu, generate, memory, compile, profile, raptr, packing, loss, allocator. Results are printed as Markdown
-tables and written to `--json` with the run's `meta` (date, command, machine, versions, commit, load, malloc
-environment, device, shape, rounds).
+train, mfu, generate, precision, score, kv_cache, memory, step_memory, compile, profile, raptr, packing, loss,
+allocator. Results are printed as Markdown tables and written to `--json` with the run's `meta` (date, command,
+machine, versions, commit, load, malloc environment, device, shape, rounds, precision, the CPU's flags and the GEMM
+peak in float32 and bf16: a host without bf16 units emulates bf16 slowly, so every figure is read against them).
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from dataclasses import asdict
 import torch
 import transformers
 
-from benchmarks.common import QUICK, ROOT, TRAIN_WARMUP, Context, Shape, malloc_env
+from benchmarks.common import DTYPES, QUICK, ROOT, TRAIN_WARMUP, Context, Shape, cpu_flags, gemm_peaks, malloc_env
 from benchmarks.sections import SECTIONS
 
 #: sections that run on a CUDA device (`--device cuda`); the others measure the CPU process (RSS, CPU profiler)
 CUDA_SECTIONS = tuple(name for name, section in SECTIONS.items() if section.ON_CUDA)
+#: sections that measure in bf16 under `--dtype bf16`; the others measure float32 only
+BF16_SECTIONS = tuple(name for name, section in SECTIONS.items() if section.BF16)
 
 
 def commit() -> str | None:
@@ -66,6 +70,13 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], C
         default="cpu",
         help=f"cpu (default) or a CUDA device, e.g. cuda or cuda:1; on CUDA only {', '.join(CUDA_SECTIONS)} run",
     )
+    parser.add_argument(
+        "--dtype",
+        choices=list(DTYPES),
+        default="float32",
+        help="float32 (default) or bf16: training steps under bf16 autocast over float32 weights (the Trainer's "
+        f"bf16=True), inference with bf16 weights; only {', '.join(BF16_SECTIONS)} run in bf16",
+    )
     parser.add_argument("--json", default="benchmark.json", help="where to write the results")
     args = parser.parse_args(argv)
     sections = args.sections.split(",")
@@ -79,10 +90,16 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], C
         for section in [s for s in sections if s not in CUDA_SECTIONS]:
             print(f"(section {section} skipped on {device}: it measures the CPU process)")
         sections = [s for s in sections if s in CUDA_SECTIONS]
+    if args.dtype != "float32":
+        for section in [s for s in sections if s not in BF16_SECTIONS]:
+            print(f"(section {section} skipped in {args.dtype}: it measures float32 only)")
+        sections = [s for s in sections if s in BF16_SECTIONS]
     if args.threads:
         torch.set_num_threads(args.threads)
     shape, rounds = (QUICK, 2) if args.quick else (Shape(), args.rounds)
-    context = Context(shape=shape, rounds=rounds, device=device, quick=args.quick, threads=torch.get_num_threads())
+    context = Context(
+        shape=shape, rounds=rounds, device=device, quick=args.quick, threads=torch.get_num_threads(), dtype=args.dtype
+    )
     return args, [name for name in SECTIONS if name in sections], context
 
 
@@ -103,8 +120,16 @@ def main(argv: list[str] | None = None) -> int:
         "shape": asdict(ctx.shape),
         "rounds": ctx.rounds,
         "train_warmup_rounds": TRAIN_WARMUP,
+        "dtype": ctx.dtype,
+        "cpu_flags": cpu_flags(),
+        "gemm_peak_gflops": gemm_peaks(ctx.device),
     }
     print(f"# benchmark {started}: {meta['machine']}, torch {meta['torch']}, {meta['torch_threads']} threads")
+    peaks = meta["gemm_peak_gflops"]
+    print(
+        f"{ctx.dtype}; GEMM peak {peaks['float32']:.0f} GFLOP/s float32, {peaks['bf16']:.0f} GFLOP/s bf16; "
+        f"CPU flags: {' '.join(meta['cpu_flags']) or '-'}"
+    )
     print(
         f"shape {asdict(ctx.shape)}, {ctx.rounds} timed rounds after warm-up ({TRAIN_WARMUP} rounds of training steps)"
     )

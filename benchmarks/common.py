@@ -45,19 +45,30 @@ class Shape:
 QUICK = Shape(layers=2, width=64, heads=4, vocab=512, seq=32, batch=2)
 
 
+#: the precisions a run measures (`--dtype`): training under bf16 autocast over float32 weights (the Trainer's
+#: `bf16=True`), inference with bf16 weights (`from_pretrained(..., dtype=torch.bfloat16)`)
+DTYPES = {"float32": torch.float32, "bf16": torch.bfloat16}
+
+
 @dataclass(frozen=True)
 class Context:
-    """What a section runs with: the shape, the timed rounds after warm-up, the device, `--quick`, and the torch
-    threads of this process and of every child."""
+    """What a section runs with: the shape, the timed rounds after warm-up, the device, `--quick`, the torch
+    threads of this process and of every child, and the precision (`DTYPES`)."""
 
     shape: Shape = Shape()
     rounds: int = 5
     device: torch.device = CPU
     quick: bool = False
     threads: int = field(default_factory=torch.get_num_threads)
+    dtype: str = "float32"
 
     def build(self, name: str, shape: Shape | None = None, **kwargs) -> torch.nn.Module:
+        """A model with float32 weights (training: the master weights autocast runs over)."""
         return build(name, shape or self.shape, device=self.device, **kwargs)
+
+    def inference_model(self, name: str, shape: Shape | None = None, **kwargs) -> torch.nn.Module:
+        """A model in eval mode with weights in this run's precision."""
+        return self.build(name, shape, **kwargs).eval().to(DTYPES[self.dtype])
 
     def ids(self, **kwargs) -> torch.Tensor:
         return ids(self.shape, device=self.device, **kwargs)
@@ -65,8 +76,10 @@ class Context:
     def timed(self, fn: Callable[[str, Any], Any]) -> Callable[[str, Any], tuple[float, float]]:
         return timed(fn, self.device)
 
-    def train_process(self, name: str, shape: Shape | None = None, **kwargs) -> TrainProcess:
-        return TrainProcess(name, shape or self.shape, device=self.device, threads=self.threads, **kwargs)
+    def train_process(self, name: str, shape: Shape | None = None, dtype: str | None = None, **kwargs) -> TrainProcess:
+        return TrainProcess(
+            name, shape or self.shape, device=self.device, threads=self.threads, dtype=dtype or self.dtype, **kwargs
+        )
 
     def measure(self, job: dict, env: Mapping[str, str | None] | None = None) -> Any:
         """One call of a `benchmarks.worker` job in a fresh process (its own heap: peak memory is its own)."""
@@ -188,14 +201,56 @@ def train_step(
     optimizer: torch.optim.Optimizer,
     batch: torch.Tensor,
     labels: torch.Tensor | None = None,
+    dtype: str = "float32",
     **forward,
 ) -> None:
-    """One Trainer step: forward with labels (the batch itself unless given; and `forward`'s arguments), backward,
-    clip at 1, AdamW step, zero_grad (set to None)."""
-    model(input_ids=batch, labels=batch if labels is None else labels, **forward).loss.backward()
+    """One Trainer step: forward with labels (the batch itself unless given; and `forward`'s arguments) under
+    autocast to `dtype` where it is not float32 (as the Trainer's `bf16=True`), backward, clip at 1, AdamW step,
+    zero_grad (set to None)."""
+    with torch.autocast(batch.device.type, dtype=DTYPES[dtype], enabled=dtype != "float32"):
+        loss = model(input_ids=batch, labels=batch if labels is None else labels, **forward).loss
+    loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+
+
+# -- the host's capability ---------------------------------------------------------------------------------------
+#: the GEMM whose rate is the host's peak in each precision (issue #47's measurement: 1024×768 · 768×3072, an MLP
+#: matmul of the paper shape at 1024 tokens)
+PEAK_GEMM = (1024, 768, 3072)
+#: the CPU flags that decide bf16's speed: native bf16 dot products (avx512_bf16, AMX) or emulation
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_flags() -> list[str]:
+    """Which of `CPU_FLAGS` this CPU has (from /proc/cpuinfo; empty elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    have = set(line.split(":", 1)[-1].split())
+    return [flag for flag in CPU_FLAGS if flag in have]
+
+
+def gemm_peaks(device: torch.device = CPU, repeats: int = 7) -> dict[str, float]:
+    """GFLOP/s of `PEAK_GEMM` in every precision of `DTYPES`, the best of `repeats` timed calls after one untimed,
+    interleaved: the two peaks every speed figure of this host is read against."""
+    m, k, n = PEAK_GEMM
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(m, k, generator=gen).to(device), torch.randn(k, n, generator=gen).to(device)
+    operands = {name: (a.to(dtype), b.to(dtype)) for name, dtype in DTYPES.items()}
+    best = dict.fromkeys(DTYPES, float("inf"))
+    for r in range(repeats + 1):
+        for name, (x, y) in operands.items():
+            sync(device)
+            start = time.perf_counter()
+            x @ y
+            sync(device)
+            if r:
+                best[name] = min(best[name], time.perf_counter() - start)
+    return {name: 2 * m * k * n / seconds / 1e9 for name, seconds in best.items()}
 
 
 # -- timing and ratios --------------------------------------------------------------------------------------------
@@ -372,6 +427,7 @@ class TrainProcess(Child):
         device: torch.device = CPU,
         threads: int | None = None,
         wait: bool = True,
+        dtype: str = "float32",
         **forward,
     ):
         job = {
@@ -379,6 +435,7 @@ class TrainProcess(Child):
             "name": name,
             "shape": asdict(shape),
             "compiled": compiled,
+            "dtype": dtype,
             "forward": forward,
             "device": str(device),
             "threads": threads or torch.get_num_threads(),

@@ -1,7 +1,8 @@
 """The child side of the benchmarks' processes: `python -m benchmarks.worker JOB` builds one job (JSON: `kind` and
 its arguments), answers its info, then runs one call per request (`common.Child` drives it, `common.serve` answers).
 
-- `train`: a model's training steps (`common.train_step`), each call timed here: (wall, CPU) seconds;
+- `train`: a model's training steps (`common.train_step`, float32 or under bf16 autocast), each call timed here:
+  (wall, CPU) seconds;
 - `train_config`: the same for a model of a given `SimplifiedConfig` (causal or masked LM) at a given batch × seq;
 - `train_memory`: the peak memory growth (KiB) of a training step after the first (AdamW's state already there);
 - `attention_memory`: the peak RSS growth (KiB) of one forward + backward of sas_p with an attention
@@ -53,7 +54,14 @@ def _peak_kb(device: torch.device) -> int:
     return torch.cuda.max_memory_allocated(device) // 1024 if device.type == "cuda" else _status_kb("VmHWM")
 
 
-def train(name: str, shape: Shape, device: torch.device, compiled: bool = False, forward: dict | None = None):
+def train(
+    name: str,
+    shape: Shape,
+    device: torch.device,
+    compiled: bool = False,
+    forward: dict | None = None,
+    dtype: str = "float32",
+):
     batch = ids(shape, device=device)
     torch.manual_seed(0)
     model = build(name, shape, device=device).train()
@@ -63,7 +71,7 @@ def train(name: str, shape: Shape, device: torch.device, compiled: bool = False,
         "malloc_env": malloc_env(),
     }
     optimizer = optimizer_for(model)
-    step = timed(lambda _name, m: train_step(m, optimizer, batch, **(forward or {})), device)
+    step = timed(lambda _name, m: train_step(m, optimizer, batch, dtype=dtype, **(forward or {})), device)
     model = torch.compile(model) if compiled else model
     return info, lambda: step(name, model)
 

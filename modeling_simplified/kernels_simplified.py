@@ -178,10 +178,15 @@ class _ShapedCombination(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        saved = ctx.saved_tensors  # (unpacked once: checkpointing's recomputation allows no second unpack)
         if autocast_enabled(grad.device):  # (a backward called inside autocast: vecdot is listed)
             with torch.autocast(grad.device.type, enabled=False):
-                return _ShapedCombination.backward(ctx, grad)
-        saved = ctx.saved_tensors  # (unpacked once: checkpointing's recomputation allows no second unpack)
+                return _ShapedCombination.gradients(ctx, saved, grad)
+        return _ShapedCombination.gradients(ctx, saved, grad)
+
+    @staticmethod
+    def gradients(ctx, saved: tuple, grad: torch.Tensor) -> tuple:
+        """`backward`'s arithmetic (a method of its own: torch.compile traces no call of `backward` from itself)."""
         needs, grads = ctx.needs_input_grad, [None] * 6
         exact = grad.to(torch.promote_types(grad.dtype, torch.float32))  # the gains' sums over B·T·D in float32
         for i, sign in enumerate((1.0, 1.0, -1.0)):

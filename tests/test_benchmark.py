@@ -10,7 +10,7 @@ import torch
 import transformers
 
 from benchmarks import before_after, benchmark, common, gemv, parallel_gemm, targets
-from benchmarks.common import QUICK, build, matmul_flops_per_token, ratios
+from benchmarks.common import CPU_FLAGS, QUICK, build, ids, matmul_flops_per_token, optimizer_for, ratios, train_step
 from benchmarks.sections import SECTIONS
 from benchmarks.sections.allocator import MALLOC_KEEP
 from benchmarks.sections.train import ANCHORS, TRAIN_GROUPS
@@ -127,6 +127,38 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
+def test_quick_bf16_run_measures_its_sections_in_bf16(tmp_path, capsys):
+    """`--dtype bf16`: training steps under bf16 autocast (the GEMMs the MFU section records are bf16), inference with
+    bf16 weights, the float32-only sections skipped with a note; `precision` compares both on this host."""
+    out = tmp_path / "bench.json"
+    sections = "train,mfu,generate,precision,memory"
+    assert benchmark.main(["--quick", "--dtype", "bf16", "--sections", sections, "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "(section memory skipped in bf16: it measures float32 only)" in printed
+    result = json.loads(out.read_text())
+    assert set(result) == {"meta", "train", "mfu", "generate", "precision"} and result["meta"]["dtype"] == "bf16"
+    assert result["mfu"]["pre_ln"]["peak_gemm"].endswith("bfloat16")
+    precision = result["precision"]
+    assert set(precision["train"]) == {"pre_ln", "sas_p"} and set(precision["generate_batch_1"]) == {"pre_ln", "sas_p"}
+    assert precision["peak_ratio"] == pytest.approx(
+        precision["gemm_peak_gflops"]["bf16"] / precision["gemm_peak_gflops"]["float32"]
+    )
+    assert all(r["bf16_vs_float32"]["ratio_median"] > 0 for r in precision["train"].values())
+
+
+def test_train_step_autocasts_only_in_bf16():
+    """`common.train_step(dtype="bf16")` runs the forward under bf16 autocast (the Trainer's `bf16=True`): the
+    blocks' matmuls in bf16, the weights and their gradients float32."""
+    seen = []
+    model = build("pre_ln", QUICK).train()
+    model.model.layers[0].mlp.fc_in.register_forward_hook(lambda m, a, out: seen.append(out.dtype))
+    for dtype in ("float32", "bf16"):
+        train_step(model, optimizer_for(model), ids(QUICK), dtype=dtype)
+    assert seen == [torch.float32, torch.bfloat16]
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
 def test_targets_pool_every_round_of_every_run_against_the_bound():
     """The pooled figure is the median of every round's ratio of every run; a target is met when it reaches its
     fraction of the bound; pre_ln / GPT-2 counts only runs on a host with a 400 GFLOP/s GEMM peak."""
@@ -204,6 +236,7 @@ def test_every_section_is_registered_with_run_table_and_its_device():
         "train",
         "mfu",
         "generate",
+        "precision",
         "score",
         "kv_cache",
         "memory",
@@ -217,19 +250,26 @@ def test_every_section_is_registered_with_run_table_and_its_device():
     ]
     for name, section in SECTIONS.items():
         assert callable(section.run) and callable(section.table), name
-        assert isinstance(section.ON_CUDA, bool), name
+        assert isinstance(section.ON_CUDA, bool) and isinstance(section.BF16, bool), name
         assert section.__doc__.startswith(f"`{name}`"), name  # the docstring says what the section measures
-    assert benchmark.CUDA_SECTIONS == ("train", "mfu", "generate", "score", "kv_cache", "compile", "loss")
+    assert benchmark.CUDA_SECTIONS == ("train", "mfu", "generate", "precision", "score", "kv_cache", "compile", "loss")
+    assert benchmark.BF16_SECTIONS == ("train", "mfu", "generate", "precision", "score", "compile")
 
 
 def test_a_quick_section_runs_end_to_end(tmp_path, capsys):
     """`python -m benchmarks.benchmark --quick` of a cheap section: its table printed, its JSON written with the
-    run's meta; an unknown section is refused with the allowed names."""
+    run's meta (the precision, the CPU's flags and both GEMM peaks); an unknown section is refused with the allowed
+    names."""
     out = tmp_path / "bench.json"
     assert benchmark.main(["--quick", "--sections", "raptr", "--json", str(out)]) == 0
-    assert "\n## RaPTr: a training step on 2/4 layers vs a full step (pre_ln)\n" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "\n## RaPTr: a training step on 2/4 layers vs a full step (pre_ln)\n" in printed
     result = json.loads(out.read_text())
     assert set(result) == {"meta", "raptr"} and result["meta"]["shape"] == asdict(QUICK)
+    meta = result["meta"]
+    assert meta["dtype"] == "float32" and set(meta["gemm_peak_gflops"]) == {"float32", "bf16"}
+    assert all(peak > 0 for peak in meta["gemm_peak_gflops"].values()) and set(meta["cpu_flags"]) <= set(CPU_FLAGS)
+    assert "GEMM peak" in printed and "GFLOP/s bf16" in printed
     assert result["raptr"]["half_over_full_median"] > 0
     with pytest.raises(SystemExit):
         benchmark.main(["--sections", "train,nothing"])

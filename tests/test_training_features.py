@@ -99,6 +99,29 @@ def test_compiled_training_step_equals_eager(head):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("block_type", ["sas_p", "normformer"])
+def test_compiled_bf16_training_step_equals_eager(block_type):
+    """The Trainer's `torch_compile=True` with `bf16=True`: fullgraph under bf16 autocast, backward outside it. Shaped
+    attention's combination (its backward turns autocast off) and NormFormer's float32 attention compile; loss and
+    gradients equal eager's to bf16 precision (the compiled graph fuses and rounds in another order)."""
+    torch._dynamo.reset()
+    model = build(block_type).train()
+    ids, mask, labels = batch()
+    results = []
+    for forward in (model.forward, torch.compile(model.forward, fullgraph=True)):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = forward(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (eager_loss, eager), (compiled_loss, compiled) = results
+    torch.testing.assert_close(compiled_loss, eager_loss, atol=0.02, rtol=0)
+    assert compiled.keys() == eager.keys()
+    ours, theirs = (torch.cat([g[n].flatten() for n in sorted(eager)]) for g in (compiled, eager))
+    assert torch.nn.functional.cosine_similarity(ours, theirs, dim=0) >= 0.99
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("position", ["sinusoidal", "rotary", "learned"])
 def test_compiled_static_cache_decoding_equals_eager(block_type, position):
     torch._dynamo.reset()

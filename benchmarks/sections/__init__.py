@@ -1,6 +1,7 @@
 """The benchmark sections, by name, in the order `make bench` runs them. A section is a module with `run(ctx)` (a
 `common.Context` in, a JSON-able result out), `table(result)` (the Markdown it prints) and `ON_CUDA` (whether it
-runs under `--device cuda`; the others measure the CPU process: RSS, the CPU profiler). A new section is a module
+runs under `--device cuda`; the others measure the CPU process: RSS, the CPU profiler) and `BF16` (whether it
+measures in bf16 under `--dtype bf16`). A new section is a module
 here and one entry below."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from . import (
     memory,
     mfu,
     packing,
+    precision,
     profile,
     raptr,
     score,
@@ -27,6 +29,7 @@ SECTIONS: dict[str, ModuleType] = {
     "train": train,
     "mfu": mfu,
     "generate": generate,
+    "precision": precision,
     "score": score,
     "kv_cache": kv_cache,
     "memory": memory,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from benchmarks.common import Context, format_ratio, ratios, round_robin_processes
 
 ON_CUDA = False
+BF16 = False
 NAMES = ("gpt2", "pre_ln", "sas_p")
 #: glibc malloc settings (mallopt(3)) that keep freed memory in the process: no mmap'd blocks, no trimming of the heap.
 #: By default glibc returns blocks over 32 MiB (and a heap top over its trim threshold) to the kernel, and every

@@ -8,6 +8,7 @@ from benchmarks.common import Context
 from . import train
 
 ON_CUDA = True
+BF16 = True
 COMPILE_GROUP = ("gpt2", "pre_ln", "sas_p", "sas")
 
 

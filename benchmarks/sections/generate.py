@@ -10,6 +10,7 @@ import torch
 from benchmarks.common import Context, format_ratio, gemm_weights, ratios, round_robin
 
 ON_CUDA = True
+BF16 = True
 NAMES = ("gpt2", "pre_ln", "sas_p")
 PROMPT = 32
 BATCHES = (1, 8)
@@ -18,7 +19,7 @@ BATCHES = (1, 8)
 def run(ctx: Context) -> dict:
     new_tokens = 16 if ctx.quick else 128
     torch.manual_seed(0)
-    models = {name: ctx.build(name).eval() for name in NAMES}
+    models = {name: ctx.inference_model(name) for name in NAMES}
     weights = {name: gemm_weights(model) for name, model in models.items()}
     out = {}
     for batch_size in BATCHES:

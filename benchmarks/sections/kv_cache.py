@@ -11,6 +11,7 @@ from benchmarks.common import Context
 from modeling_simplified.configuration_simplified import BLOCK_TYPES
 
 ON_CUDA = True
+BF16 = False
 NAMES = ("gpt2", *BLOCK_TYPES)
 
 

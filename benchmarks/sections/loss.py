@@ -11,6 +11,7 @@ from dataclasses import asdict
 from benchmarks.common import Context, format_ratio, ratios, round_robin_processes
 
 ON_CUDA = True
+BF16 = False
 NAMES = ("pre_ln", "sas_p")
 HEADS = ("logits", "fused")
 #: one malloc arena, and every allocation over 64 KiB mapped on its own: freed tensors leave the resident set, so

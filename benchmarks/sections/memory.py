@@ -10,6 +10,7 @@ from dataclasses import asdict
 from benchmarks.common import Context
 
 ON_CUDA = False
+BF16 = False
 SEQS = (512, 1024, 2048)
 QUICK_SEQS = (64, 128)
 #: one malloc arena: the peak is the model's, not that of per-thread arenas

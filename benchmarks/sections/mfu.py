@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from benchmarks.common import Context, matmul_flops_per_token, optimizer_for, round_robin_processes, sync, train_step
 
 ON_CUDA = True
+BF16 = True
 NAMES = ("gpt2", "pre_ln", "sas_p")
 
 
@@ -29,22 +30,23 @@ class GemmRecorder(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if name in self.OPS:
             a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
-            key = (name, tuple(a.shape), tuple(b.shape), a.is_contiguous(), b.is_contiguous())
+            key = (name, tuple(a.shape), tuple(b.shape), a.is_contiguous(), b.is_contiguous(), str(a.dtype))
             self.calls[key] = self.calls.get(key, 0) + 1
         return func(*args, **(kwargs or {}))
 
 
 def gemm_flops(key: tuple) -> int:
-    _, a, b, _, _ = key
+    _, a, b, *_ = key
     batch = a[0] if len(a) == 3 else 1
     return 2 * batch * a[-2] * a[-1] * b[-1]
 
 
 def time_gemm(key: tuple, device: torch.device, repeats: int = 5) -> float:
     """Minimum time of one GEMM of this shape and operand layout, alone."""
-    _, a_shape, b_shape, a_contiguous, b_contiguous = key
-    a = torch.randn(a_shape if a_contiguous else (*a_shape[:-2], a_shape[-1], a_shape[-2]), device=device)
-    b = torch.randn(b_shape if b_contiguous else (*b_shape[:-2], b_shape[-1], b_shape[-2]), device=device)
+    _, a_shape, b_shape, a_contiguous, b_contiguous, dtype = key
+    dtype = getattr(torch, dtype.removeprefix("torch."))
+    a = torch.randn(a_shape if a_contiguous else (*a_shape[:-2], a_shape[-1], a_shape[-2]), device=device, dtype=dtype)
+    b = torch.randn(b_shape if b_contiguous else (*b_shape[:-2], b_shape[-1], b_shape[-2]), device=device, dtype=dtype)
     a = a if a_contiguous else a.transpose(-1, -2)
     b = b if b_contiguous else b.transpose(-1, -2)
     op = torch.bmm if len(a_shape) == 3 else torch.mm
@@ -73,7 +75,7 @@ def run(ctx: Context) -> dict:
         flops[name] = matmul_flops_per_token(model, shape)
         recorder = GemmRecorder()
         with recorder:
-            train_step(model, optimizer_for(model), batch)
+            train_step(model, optimizer_for(model), batch, dtype=ctx.dtype)
         calls[name] = recorder.calls
         del model
     alone = {key: time_gemm(key, ctx.device) for key in {key for c in calls.values() for key in c}}
@@ -89,7 +91,7 @@ def run(ctx: Context) -> dict:
             "model_gflop": model_flops / 1e9,
             "achieved_gflops": model_flops / step / 1e9,
             "peak_gflops": peak / 1e9,
-            "peak_gemm": f"{peak_key[0]} {peak_key[1]} x {peak_key[2]}",
+            "peak_gemm": f"{peak_key[0]} {peak_key[1]} x {peak_key[2]} {peak_key[5].removeprefix('torch.')}",
             "mfu": model_flops / step / peak,
             "gemm_calls": sum(calls[name].values()),
             "gemm_gflop": sum(count * gemm_flops(key) for key, count in calls[name].items()) / 1e9,
@@ -103,7 +105,8 @@ def table(result: dict) -> str:
     peak = next(iter(result.values()))
     lines = [
         f"## MFU of the training step: model FLOP/s over this machine's peak GEMM rate, "
-        f"{peak['peak_gflops']:.1f} GFLOP/s ({peak['peak_gemm']}, the best of the steps' GEMMs timed alone)",
+        f"{peak['peak_gflops']:.1f} GFLOP/s ({peak['peak_gemm']}, the best of the steps' GEMMs timed alone, in the "
+        "run's precision)",
         "| model | step s | model GFLOP | achieved GFLOP/s | MFU | GEMM-time share |",
         "|---|---|---|---|---|---|",
     ]

@@ -13,6 +13,7 @@ from transformers import DataCollatorWithFlattening
 from benchmarks.common import Context, optimizer_for, ratios, round_robin
 
 ON_CUDA = False
+BF16 = False
 NAMES = ("pre_ln", "sas_p")
 
 

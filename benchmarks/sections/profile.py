@@ -9,6 +9,7 @@ from torch.profiler import ProfilerActivity, profile
 from benchmarks.common import TRAIN_WARMUP, Context, ids, optimizer_for, train_step
 
 ON_CUDA = False
+BF16 = False
 NAMES = ("pre_ln", "sas_p")
 TOP = 12
 

@@ -7,6 +7,7 @@ from benchmarks import raptr
 from benchmarks.common import Context
 
 ON_CUDA = False
+BF16 = False
 
 
 def run(ctx: Context) -> dict:

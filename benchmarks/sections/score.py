@@ -12,6 +12,7 @@ import torch
 from benchmarks.common import Context, format_ratio, forward_matmul_flops_per_token, ratios, round_robin
 
 ON_CUDA = True
+BF16 = True
 NAMES = ("gpt2", "pre_ln", "sas", "sas_p")
 SHAPES = ((8, 128), (1, 1024))
 QUICK_SHAPES = ((2, 32), (1, 64))
@@ -22,7 +23,7 @@ def run(ctx: Context) -> dict:
     out = {}
     for batch, seq in QUICK_SHAPES if ctx.quick else SHAPES:
         shape = replace(ctx.shape, batch=batch, seq=seq)
-        models = {name: ctx.build(name, shape).eval() for name in NAMES}
+        models = {name: ctx.inference_model(name, shape) for name in NAMES}
         flops = {name: forward_matmul_flops_per_token(model, shape) for name, model in models.items()}
         tokens = ctx.ids(batch=batch, seq=seq, seed=1)
 

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from benchmarks.common import Context
 
 ON_CUDA = False
+BF16 = False
 NAMES = ("gpt2", "pre_ln", "sas_p")
 ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": "0"}
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from benchmarks.common import TRAIN_WARMUP, Context, format_ratio, ratios, round_robin_processes
 
 ON_CUDA = True
+BF16 = True
 #: train groups: each fits in memory (4 models with AdamW state at the CodeParrot shape is ~11 GB) and has pre_ln;
 #: together they hold every block type (`BLOCK_TYPES`, tested)
 TRAIN_GROUPS = (

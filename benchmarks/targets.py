@@ -10,6 +10,9 @@ Targets: training (`train`) at ≥ 0.96 of the matmul-FLOP bound for sas_p and s
 beside its peak, not counted); `pre_ln_llama` ≥ 1.0× `LlamaForCausalLM`; greedy decoding (`generate`) sas_p ≥ 1.10×
 and pre_ln ≥ 1.0× GPT-2's tokens/s at batch 1 and 8 (beside the weight-bytes bound); scoring (`score`) sas and
 sas_p ≥ 0.95 of their forward FLOP bound over pre_ln.
+
+`--dtype bf16` counts issue #47's targets over `--dtype bf16` runs (`BF16_TARGETS`, and bf16 MFU ≥ 55%), each only
+on a host whose bf16 GEMM peak is ≥ 3× its float32 peak (both recorded in every run's meta).
 """
 
 from __future__ import annotations
@@ -112,6 +115,102 @@ TARGETS = (
 )
 
 
+#: bf16's targets count on a host whose bf16 GEMM peak is at least this many times its float32 peak (one without
+#: bf16 units emulates bf16 slowly: its figures are reported, not counted)
+BF16_PEAK_RATIO = 3.0
+#: bf16 MFU (`mfu` of a `--dtype bf16` run) counted against this share of the bf16 GEMM peak
+BF16_MFU = 0.55
+
+
+def bf16_peak_ratio(run: dict) -> float | None:
+    peaks = run.get("meta", {}).get("gemm_peak_gflops")
+    return peaks["bf16"] / peaks["float32"] if peaks else None
+
+
+def _no_bf16_units(run: dict) -> str | None:
+    ratio = bf16_peak_ratio(run)
+    if ratio is None:
+        return "no GEMM peaks recorded"
+    if run["meta"].get("dtype") != "bf16":
+        return "not a --dtype bf16 run"
+    return None if ratio >= BF16_PEAK_RATIO else f"bf16 peak {ratio:.2f}x float32's < {BF16_PEAK_RATIO:.0f}x"
+
+
+def _precision_rows(kind: str, model: str) -> Callable[[dict], tuple[dict, dict] | None]:
+    """A `precision` section's (bf16, float32) rows of `model`: bf16's speed-up over float32 per round."""
+
+    def rows(run: dict) -> tuple[dict, dict] | None:
+        row = run.get("precision", {}).get(kind, {}).get(model)
+        return (row["bf16"], row["float32"]) if row else None
+
+    return rows
+
+
+#: issue #47's targets for a `--dtype bf16` run (`python -m benchmarks.targets --dtype bf16 RUN ...`), each counted
+#: only where the run's host has bf16 units (`BF16_PEAK_RATIO`); bf16 MFU is `bf16_mfu`'s, not a ratio of times
+BF16_TARGETS = (
+    *(
+        Target(
+            f"bf16 training step: {m} bf16 / float32 ≥ 3.0",
+            _precision_rows("train", m),
+            lambda run: 3.0,
+            1.0,
+            _no_bf16_units,
+        )
+        for m in ("pre_ln", "sas_p")
+    ),
+    *(
+        Target(
+            f"bf16 training: {m} / pre_ln ≥ 0.96 × FLOP bound",
+            _rows("train", model=m, base="pre_ln"),
+            lambda run, m=m: run["train"][m]["flop_bound_vs_pre_ln"],
+            0.96,
+            _no_bf16_units,
+        )
+        for m in ("sas_p", "sas")
+    ),
+    Target(
+        "bf16 training: our pre_ln / `GPT2LMHeadModel` ≥ 1.0",
+        _rows("train", model="pre_ln", base="gpt2"),
+        lambda run: 1.0,
+        1.0,
+        _no_bf16_units,
+    ),
+    Target(
+        "bf16 training: `pre_ln_llama` / `LlamaForCausalLM` ≥ 1.0",
+        _rows("train", model="pre_ln_llama", base="llama"),
+        lambda run: 1.0,
+        1.0,
+        _no_bf16_units,
+    ),
+    *(
+        Target(
+            f"bf16 generate batch 1: {m} bf16 weights / float32 weights ≥ 1.7",
+            _precision_rows("generate_batch_1", m),
+            lambda run: 1.7,
+            1.0,
+            _no_bf16_units,
+        )
+        for m in ("pre_ln", "sas_p")
+    ),
+    *(
+        Target(
+            f"bf16 generate batch {batch}: sas_p / GPT-2 ≥ 1.10 (weight-bytes bound beside)",
+            _rows("generate", f"batch_{batch}", model="sas_p", base="gpt2"),
+            lambda run: 1.10,
+            1.0,
+            _no_bf16_units,
+        )
+        for batch in (1, 8)
+    ),
+)
+
+
+def bf16_mfu(run: dict) -> dict[str, float]:
+    """Each model's MFU in a `--dtype bf16` run (its `mfu` section: against the best bf16 GEMM of its steps)."""
+    return {name: row["mfu"] for name, row in run.get("mfu", {}).items()}
+
+
 def evaluate(target: Target, runs: dict[str, dict]) -> dict:
     """Per run: its median per-round ratio, range, bound, and whether it counts; pooled over the counted runs: the
     median of all their per-round ratios, their range, the mean bound and whether the target is met."""
@@ -164,18 +263,30 @@ def _cell(cell: dict | None) -> str:
     return text
 
 
-def table(runs: dict[str, dict]) -> str:
+def table(runs: dict[str, dict], bf16: bool = False) -> str:
     names = list(runs)
     peaks = ", ".join(f"{n} {peak_gflops(r):.0f}" if peak_gflops(r) else f"{n} -" for n, r in runs.items())
-    lines = [
-        f"GEMM peak per run (GFLOP/s): {peaks}.",
+    lines = [f"GEMM peak per run (GFLOP/s): {peaks}."]
+    if bf16:
+        lines += [
+            "GEMM peaks per run, float32 / bf16 (GFLOP/s, `PEAK_GEMM`): "
+            + ", ".join(
+                f"{n} {r['meta']['gemm_peak_gflops']['float32']:.0f} / {r['meta']['gemm_peak_gflops']['bf16']:.0f}"
+                for n, r in runs.items()
+            )
+            + ".",
+            f"bf16 MFU per run (target ≥ {BF16_MFU:.0%}): "
+            + "; ".join(f"{n} " + ", ".join(f"{m} {v:.1%}" for m, v in bf16_mfu(r).items()) for n, r in runs.items())
+            + ".",
+        ]
+    lines += [
         "",
         "| target | "
         + " | ".join(f"{n}: median (per-round range)" for n in names)
         + " | pooled: median (range; rounds) | bound | pooled / bound | met (pooled) |",
         "|---" * (len(names) + 5) + "|",
     ]
-    for target in TARGETS:
+    for target in BF16_TARGETS if bf16 else TARGETS:
         result = evaluate(target, runs)
         cells = " | ".join(_cell(result["runs"][n]) for n in names)
         p = result["pooled"]
@@ -194,12 +305,15 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m benchmarks.targets", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("runs", nargs="+", help="benchmark JSON files of full `make bench` runs")
+    parser.add_argument(
+        "--dtype", choices=("float32", "bf16"), default="float32", help="which targets (default float32)"
+    )
     args = parser.parse_args(argv)
     runs = {}
     for path in args.runs:
         with open(path) as handle:
             runs[path.rsplit("/", 1)[-1].removesuffix(".json")] = json.load(handle)
-    print(table(runs))
+    print(table(runs, bf16=args.dtype == "bf16"))
     return 0
 
 

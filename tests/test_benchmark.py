@@ -191,6 +191,29 @@ def test_targets_pool_every_round_of_every_run_against_the_bound():
     assert "[not counted: host peak 200 GFLOP/s < 400]" in rows[6]
 
 
+def test_bf16_targets_count_only_bf16_runs_on_hosts_with_bf16_units():
+    """`--dtype bf16`'s targets: bf16's speed-up over float32 per round from the `precision` section; a run counts
+    only when it measured in bf16 on a host whose bf16 GEMM peak is ≥ 3× its float32 peak."""
+
+    def run(peaks, dtype="bf16"):
+        return {
+            "meta": {"dtype": dtype, "gemm_peak_gflops": dict(zip(("float32", "bf16"), peaks))},
+            "mfu": {"pre_ln": {"peak_gflops": peaks[1], "mfu": 0.4}},
+            "precision": {
+                "train": {"pre_ln": {"float32": {"times_s": [6.0, 6.0]}, "bf16": {"times_s": [2.0, 3.0]}}},
+            },
+        }
+
+    runs = {"fast": run((200.0, 900.0)), "emulated": run((200.0, 300.0)), "float32": run((200.0, 900.0), "float32")}
+    step = targets.evaluate(targets.BF16_TARGETS[0], runs)
+    assert step["runs"]["fast"]["ratio"] == pytest.approx(2.5) and step["runs"]["fast"]["excluded"] is None
+    assert step["runs"]["emulated"]["excluded"] == "bf16 peak 1.50x float32's < 3x"
+    assert step["runs"]["float32"]["excluded"] == "not a --dtype bf16 run"
+    assert step["pooled"]["rounds"] == 2 and step["pooled"]["met"] is False  # 2.5 < 3.0
+    printed = targets.table(runs, bf16=True)
+    assert "fast 200 / 900" in printed and "bf16 MFU per run (target ≥ 55%): fast pre_ln 40.0%" in printed
+
+
 def test_parallel_gemm_compares_equal_products_and_prints_each_ratio(capsys):
     """The fused products the script times compute what the separate ones do (else the ratio compares unlike work)."""
     table = parallel_gemm.cases(tokens=16, width=8, qk=12, mlp=20)

@@ -45,6 +45,8 @@ CURRENT_RUNS = ("run13", "run14", "run15", "run16")
 DECODE_RUNS = ("decode1", "decode2")
 #: full runs of earlier code on a host with a 430 GFLOP/s GEMM peak: the evidence that the anchors' ratios depend on it
 FAST_HOST_RUNS = ("run9", "run10", "run11", "run12")
+#: the `--dtype bf16` runs (issue #47's targets, `python -m benchmarks.targets --dtype bf16`)
+BF16_RUNS = ("bf16run1",)
 #: the reproduction's two settings: each variant at its own best lr, every variant at Pre-LN's
 SETTINGS = ("best_lr", "shared_lr")
 #: He & Hofmann's Table 1: micro-batch steps per 24 hours against Pre-LN's (2080Ti), a quoted constant
@@ -415,6 +417,55 @@ def readme_speed_table() -> str:
     return "\n".join(lines)
 
 
+# -- bf16 ------------------------------------------------------------------------------------------------------------
+def bf16_fidelity() -> dict[str, Any]:
+    return reproduction("bf16-fidelity")
+
+
+def bf16_fidelity_table() -> str:
+    """Each block's final losses per seed in float32 and bf16, the paired differences and the float32 seed range."""
+    result = bf16_fidelity()
+    lines = [
+        "| block (lr) | criterion | float32, seeds 0 / 1 | bf16, seeds 0 / 1 | bf16 − float32 per seed | float32 seed "
+        "range | bf16 within it |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    labels = {"end_train_loss": "training loss, last 10%", "final_eval_loss": "eval loss, last step"}
+    for name, row in result["comparison"].items():
+        for criterion, c in row.items():
+            lines.append(
+                f"| {name} ({lr_text(result['lrs'][name])}) | {labels[criterion]} | "
+                f"{' / '.join(num(v, 4) for v in c['float32'])} | {' / '.join(num(v, 4) for v in c['bf16'])} | "
+                f"{' / '.join(signed(v, 4) for v in c['difference'])} | {num(c['float32_range'], 4)} | "
+                f"{'yes' if c['within_float32_spread'] else 'no'} |"
+            )
+    return "\n".join(lines)
+
+
+def bf16_speed_table() -> str:
+    """Issue #47's targets over the `--dtype bf16` runs (`benchmarks.targets.BF16_TARGETS`), with the hosts' peaks."""
+    runs = {name: run(name) for name in BF16_RUNS}
+    lines = [
+        "| target | " + " | ".join(_run_label(n) for n in runs) + " | counted |",
+        "|---|" + "---|" * (len(runs) + 1),
+    ]
+    for t in targets.BF16_TARGETS:
+        result = targets.evaluate(t, runs)
+        cells = []
+        for cell in result["runs"].values():
+            text = "-" if cell is None else f"{num(cell['ratio'])} ({num(cell['low'])}–{num(cell['high'])})"
+            cells.append(text + (" ✓" if cell and cell["met"] else ""))
+        counted = (
+            "yes"
+            if result["pooled"]
+            else "no: " + "; ".join(sorted({c["excluded"] for c in result["runs"].values() if c and c["excluded"]}))
+        )
+        lines.append(f"| {t.label} | {' | '.join(cells)} | {counted} |")
+    mfu = [", ".join(f"{m} {num(100 * v, 1)}%" for m, v in targets.bf16_mfu(r).items()) for r in runs.values()]
+    lines.append(f"| bf16 MFU ≥ {targets.BF16_MFU:.0%} of the bf16 GEMM peak | {' | '.join(mfu)} | - |")
+    return "\n".join(lines)
+
+
 #: every generated block: its name in the markers → its table
 BLOCKS: dict[str, Callable[[], str]] = {
     "reproduction-causal-sweep": lambda: sweep_table("codeparrot-tiny"),
@@ -431,6 +482,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "speed-score": speed_score_table,
     "speed-targets": speed_targets_table,
     "readme-speed": readme_speed_table,
+    "training-bf16-fidelity": bf16_fidelity_table,
+    "speed-bf16": bf16_speed_table,
 }
 
 #: the pages that hold generated blocks or checked facts

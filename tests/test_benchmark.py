@@ -302,10 +302,13 @@ def test_a_quick_section_runs_end_to_end(tmp_path, capsys):
 def test_gemv_rates_print_and_write(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(gemv, "SHAPES", ((64, 32),))
     monkeypatch.setattr(gemv, "BYTES", 64 * 32 * 4 * 3)
-    assert gemv.main(["--json", str(tmp_path / "gemv.json")]) == 0
-    (row,) = json.loads((tmp_path / "gemv.json").read_text())["rows"]
-    assert row["out"] == 64 and row["f_linear_GBps"] > 0 and row["linear_GBps"] > 0
-    assert "| 64 × 32 |" in capsys.readouterr().out
+    for dtype in ("float32", "bf16"):
+        assert gemv.main(["--dtype", dtype, "--json", str(tmp_path / "gemv.json")]) == 0
+        result = json.loads((tmp_path / "gemv.json").read_text())
+        (row,) = result["rows"]
+        assert row["out"] == 64 and row["f_linear_GBps"] > 0 and row["linear_GBps"] > 0 and row["two_column_GBps"] > 0
+        assert result["meta"]["dtype"] == dtype
+        assert f"{dtype} weights" in capsys.readouterr().out
 
 
 def test_kv_cache_per_token_is_keys_and_values_of_every_layer():

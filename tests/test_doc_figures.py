@@ -128,7 +128,7 @@ def test_docs_benchmark_holds_the_runs_the_docs_cite_and_every_cited_file_exists
     sources = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "benchmarks").rglob("*.py")]
     sources += [REPO / "experiments" / "doc_figures.py", REPO / "tests" / "test_benchmark.py"]
     text = "\n".join(p.read_text() for p in sources)
-    runs = {*doc_figures.CURRENT_RUNS, *doc_figures.DECODE_RUNS, *doc_figures.FAST_HOST_RUNS}
+    runs = {*doc_figures.CURRENT_RUNS, *doc_figures.DECODE_RUNS, *doc_figures.FAST_HOST_RUNS, *doc_figures.BF16_RUNS}
     for path in sorted((REPO / "docs" / "benchmark").iterdir()):
         cited = path.name in text or path.stem in runs  # a run cited by the tool: its JSON and its tables
         assert cited, f"docs/benchmark/{path.name} is cited by no page or tool"

@@ -3,8 +3,21 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from modeling_simplified.kernels_simplified import linear, rms_norm, running_sum
+
+
+class OpRecorder(TorchDispatchMode):
+    """The aten ops a call dispatches, by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(f"aten.{func.overloadpacket.__name__}")
+        return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize("shape", [(1, 8), (1, 1, 8), (8,)])
@@ -22,12 +35,19 @@ def test_linear_one_row_equals_f_linear(shape, biased):
 
 
 def test_linear_takes_f_linear_where_the_rule_does_not_apply():
-    """Several rows, autograd, or a tensor subclass: `F.linear` itself, bit for bit."""
+    """Several rows, autograd, 16-bit weights, or a tensor subclass: `F.linear` itself, bit for bit."""
     torch.manual_seed(0)
     weight, bias = torch.randn(12, 8), torch.randn(12)
     rows = torch.randn(3, 8)
     with torch.no_grad():
         assert torch.equal(linear(rows, weight, bias), F.linear(rows, weight, bias))
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            x, w, b = (t.to(dtype) for t in (torch.randn(1, 64), torch.randn(96, 64), bias.repeat(8)))
+            with OpRecorder() as ops:
+                out = linear(x, w, b)
+            assert ("aten.repeat" in ops.names) is (dtype == torch.float32)  # W·[x, x]ᵀ for float32 only
+            if dtype != torch.float32:
+                assert torch.equal(out, F.linear(x, w, b)) and torch.equal(linear(x, w), F.linear(x, w))
     one = torch.randn(1, 8, requires_grad=True)
     out = linear(one, weight, bias)
     assert torch.equal(out, F.linear(one, weight, bias))

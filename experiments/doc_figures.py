@@ -128,17 +128,86 @@ def _sweep_cell(lr: float, loss: float) -> str:
     return f"{lr_text(lr)} ({'diverged' if loss == float('inf') else num(loss)})"
 
 
+def _sweep_cells(row: dict[str, Any]) -> list[str]:
+    """A variant's chosen lr and the lrs either side of it, with the training loss at the end (criterion seed)."""
+    seed = str(row["criterion_seed"])
+    loss = {p["lr"]: p["train_loss_end"][seed] for p in row["points"] if p["swept"]}
+    below = [lr for lr in sorted(loss) if lr < row["chosen"]]
+    above = [lr for lr in sorted(loss) if lr > row["chosen"]]
+    sides = ", ".join(_sweep_cell(lr, loss[lr]) for lr in (below[-1:] + above[:1]))
+    return [_sweep_cell(row["chosen"], loss[row["chosen"]]), sides if row["bracketed"] else "NOT bracketed"]
+
+
 def sweep_table(family: str) -> str:
     """Each variant's chosen lr and the lrs either side of it, with the training loss at the end (seed 0)."""
     lines = ["| variant | chosen lr | bracketed by (training loss at the end) |", "|---|---|---|"]
     for name, row in reproduction(family)["lr_sweep"].items():
-        seed = str(row["criterion_seed"])
-        loss = {p["lr"]: p["train_loss_end"][seed] for p in row["points"] if p["swept"]}
-        below = [lr for lr in sorted(loss) if lr < row["chosen"]]
-        above = [lr for lr in sorted(loss) if lr > row["chosen"]]
-        sides = ", ".join(_sweep_cell(lr, loss[lr]) for lr in (below[-1:] + above[:1]))
-        chosen = _sweep_cell(row["chosen"], loss[row["chosen"]])
-        lines.append(f"| {name} | {chosen} | {sides if row['bracketed'] else 'NOT bracketed'} |")
+        lines.append(f"| {name} | {' | '.join(_sweep_cells(row))} |")
+    return "\n".join(lines)
+
+
+# -- the depth family ----------------------------------------------------------------------------------------------
+DEPTH = "codeparrot-depth"
+
+
+def depth_sweep_table() -> str:
+    """Per depth and variant: the lrs swept, the chosen one and its neighbours, the final eval loss [per seed]."""
+    result = reproduction(DEPTH)
+    lines = [
+        "| blocks | variant | lrs swept | chosen lr | bracketed by (training loss at the end) | final eval loss [per seed] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for layers, at in result["per_depth"].items():
+        for name, row in at["lr_sweep"].items():
+            swept = ", ".join(lr_text(p["lr"]) for p in row["points"] if p["swept"])
+            cells = [layers, name, swept, *_sweep_cells(row), _final(at["table"], name)]
+            lines.append(f"| {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def _seed_pcts(values: list[float]) -> str:
+    return f"seeds {', '.join(_pct(v) for v in values)}"
+
+
+def depth_claim_cell(row: dict[str, Any]) -> str:
+    """A depth claim's verdict, its figure on the seed means and per seed (%): the change with depth, the gap to
+    Pre-LN, or V-SkipInit's gap to the others at each depth."""
+    word = verdict_word(row["verdict"])
+    word = f"**{word}**" if word in ("held", "did not hold") else word
+    if "change_pct" in row:
+        figure = f"{_pct(row['change_pct_mean'])} ({_seed_pcts(row['change_pct'])})"
+    elif "gap_pct" in row:
+        (low, a), (high, b) = row["gap_pct"].items()
+        gap = lambda k, v: f"{_pct(statistics.fmean(v))} at {k} blocks ({_seed_pcts(v)})"  # noqa: E731
+        figure = f"{gap(low, a)} → {gap(high, b)}"
+    else:
+        mean, seeds = claim_gaps(row)
+        figure = f"{_pct(mean)} ({_seed_pcts(seeds)})"
+    return f"{word}: {figure}"
+
+
+def depth_claims_table() -> str:
+    lines = ["| claim | verdict: mean (per seed) | the paper |", "|---|---|---|"]
+    for row in reproduction(DEPTH)["claims"]:
+        lines.append(f"| {row['claim']} | {depth_claim_cell(row)} | {row['source']} |")
+    return "\n".join(lines)
+
+
+def depth_init_table() -> str:
+    """After the first block and the last, at initialisation: the tokens' cosine similarity and effective rank."""
+    result = reproduction(DEPTH)
+    lines = [
+        "| blocks | variant | cosine after block 1 | cosine after the last [per seed] | effective rank after block 1 | "
+        "effective rank after the last [per seed] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for layers, at in result["init_diagnostics"].items():
+        for name, row in at.items():
+            cells = [layers, name]
+            for key in ("token_cosine", "effective_rank"):
+                last = f"{num(row[key][-1])} [{', '.join(num(v) for v in row[f'{key}_last_per_seed'])}]"
+                cells += [num(row[key][0]), last]
+            lines.append(f"| {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -425,6 +494,9 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "reproduction-mlm-eval": lambda: eval_table("crammed-bert-tiny"),
     "reproduction-mlm-claims": lambda: claims_table("crammed-bert-tiny"),
     "reproduction-finetune": finetune_table,
+    "reproduction-depth-sweep": depth_sweep_table,
+    "reproduction-depth-claims": depth_claims_table,
+    "reproduction-depth-init": depth_init_table,
     "speed-train": speed_train_table,
     "speed-other": speed_other_table,
     "speed-decode": speed_decode_table,
@@ -493,7 +565,7 @@ def unchecked_verdicts() -> list[str]:
 
 def facts() -> list[Fact]:
     """Every number and verdict of hand-written prose on `PAGES` that the committed JSON determines."""
-    return [*reproduction_facts(), *raptr_facts(), *speed_facts()]
+    return [*reproduction_facts(), *depth_facts(), *raptr_facts(), *speed_facts()]
 
 
 #: counts as the prose spells them
@@ -721,6 +793,24 @@ def readme_reproduction_facts() -> list[Fact]:
         ),
         Fact(page, f"fine-tuning on MR is {finetune}"),
         Fact(page, f"a {span(gaps, 2)}-nat generalisation gap"),
+    ]
+
+
+def depth_facts() -> list[Fact]:
+    """The depth family's run time and seed spread in prose (its tables are generated)."""
+    result = reproduction(DEPTH)
+    runs, minutes = result["run_time"]["runs"], num(result["run_time"]["training_s"] / 60, 0)
+    spread = [
+        100 * abs(a - b) / statistics.fmean((a, b))
+        for at in result["per_depth"].values()
+        for row in at["table"].values()
+        for a, b in [row["eval_loss_per_seed"]]
+    ]
+    page = "docs/reproduction.md"
+    return [
+        Fact(page, f"its {runs} runs took {minutes} minutes of training (the sum of the runs' training times"),
+        Fact(page, f"the two seeds of one block end up to {num(max(spread), 1)}% apart at its chosen lr"),
+        Fact("README.md", f"{runs} runs, {minutes} minutes of training on one core"),
     ]
 
 

@@ -12,7 +12,6 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +113,6 @@ def reproduce_depth(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """The depth family (`depth`): per depth, shallow first, each variant's lr sweep (at the deep depth from its
     shallow best lr and that lr's two neighbours) and every seed at its chosen lr; then the claims, the init
     diagnostics and the report."""
-    started = time.monotonic()
     trainer = Trainer(args)
     per_depth, chosen_records, start = {}, {}, None
     for layers in args.depths:
@@ -163,7 +161,6 @@ def reproduce_depth(args: argparse.Namespace, command: str) -> dict[str, Any]:
             "runs": len(every),
             "training_s": sum(r["train_time_s"] for r in every),
             "torch_threads": sorted({r["torch_threads"] for r in every}),
-            "this_command_wall_s": time.monotonic() - started,
         },
         "runs": every,
     }

@@ -162,7 +162,9 @@ def reproduce_depth(args: argparse.Namespace, command: str) -> dict[str, Any]:
             "training_s": sum(r["train_time_s"] for r in every),
             "torch_threads": sorted({r["torch_threads"] for r in every}),
         },
-        "runs": every,
+        # without the per-layer gain trajectories (48 blocks × 4 gains × every log: megabytes the report does not
+        # use); each run's own record.json keeps them
+        "runs": [{key: value for key, value in r.items() if key != "gains"} for r in every],
     }
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -796,9 +796,19 @@ def readme_reproduction_facts() -> list[Fact]:
     ]
 
 
+def _depth_claim(result: dict[str, Any], start: str) -> dict[str, Any]:
+    (row,) = [c for c in result["claims"] if c["claim"].startswith(start)]
+    return row
+
+
+def _higher(values: list[float]) -> str:
+    return _common(["higher" if v > 0 else "lower" for v in values])
+
+
 def depth_facts() -> list[Fact]:
-    """The depth family's run time and seed spread in prose (its tables are generated)."""
+    """The depth family's prose: run time, seed spread, the claims' figures and words, the init diagnostics."""
     result = reproduction(DEPTH)
+    shallow, deep = map(str, result["depths"])
     runs, minutes = result["run_time"]["runs"], num(result["run_time"]["training_s"] / 60, 0)
     spread = [
         100 * abs(a - b) / statistics.fmean((a, b))
@@ -806,10 +816,64 @@ def depth_facts() -> list[Fact]:
         for row in at["table"].values()
         for a, b in [row["eval_loss_per_seed"]]
     ]
+    better = [_depth_claim(result, f"{n} better at") for n in ("pre_ln", "sas", "sas_p")]
+    means = [c["change_pct_mean"] for c in better]
+    vskip = _depth_claim(result, "value_skipinit worse at")
+    grows = _depth_claim(result, "V-SkipInit's gap")
+    gap_low, gap_high = (statistics.fmean(v) for v in grows["gap_pct"].values())
+    match = [
+        _depth_claim(result, f"{n} within 2% of Pre-LN at equal steps at {k}")
+        for k in (shallow, deep)
+        for n in ("sas", "sas_p")
+    ]
+    ahead = [claim_gaps(c) for c in match]
+    ratio = [
+        result["per_depth"][shallow]["lrs"][n] / result["per_depth"][deep]["lrs"][n]
+        for n in result["per_depth"][deep]["lrs"]
+    ]
+    init = result["init_diagnostics"]
+    pre_ln = {k: init[k]["pre_ln"] for k in (shallow, deep)}
+    others = [init[k][n] for k in (shallow, deep) for n in ("sas", "sas_p", "value_skipinit")]
     page = "docs/reproduction.md"
     return [
         Fact(page, f"its {runs} runs took {minutes} minutes of training (the sum of the runs' training times"),
         Fact(page, f"the two seeds of one block end up to {num(max(spread), 1)}% apart at its chosen lr"),
+        Fact(
+            page,
+            f"Pre-LN, SAS and SAS-P end {', '.join(num(m, 1) + '%' for m in means[:2])} and {num(means[2], 1)}% "
+            f"{_higher(means + [g for c in better for g in c['change_pct']])} at {deep} blocks than at {shallow} on "
+            f"the seed means ({span([g for c in better for g in c['change_pct']], 1)}% per seed): Fig. 6's \"improve "
+            f'when deeper" {_common([verdict_word(c["verdict"]) for c in better])} for any of the three',
+        ),
+        Fact(
+            page,
+            f"V-SkipInit ends {num(vskip['change_pct_mean'], 1)}% {_higher([vskip['change_pct_mean']])} "
+            f'({span(vskip["change_pct"], 1)}% per seed): that it "trains slower per update" when deeper '
+            f"{verdict_word(vskip['verdict'])}",
+        ),
+        Fact(
+            page,
+            f"its gap to the other three grows from {signed(gap_low, 1)}% to {signed(gap_high, 1)}% "
+            f"({verdict_word(grows['verdict'])})",
+        ),
+        Fact(
+            page,
+            f"SAS and SAS-P are ahead of Pre-LN by {span([-m for m, _ in ahead], 1)}% on the seed means "
+            f"({span([-g for _, seeds in ahead for g in seeds], 1)}% per seed) at both depths, so within 2% "
+            f"{_common([verdict_word(c['verdict']) for c in match])} at either depth",
+        ),
+        Fact(page, f"every variant's chosen lr is {span(ratio, 0)}× lower at {deep} blocks than at {shallow}"),
+        Fact(
+            page,
+            f"Pre-LN's mean cosine similarity after the last block is {num(pre_ln[shallow]['token_cosine'][-1])} at "
+            f"{shallow} blocks and {num(pre_ln[deep]['token_cosine'][-1])} at {deep}, and its effective rank falls "
+            f"to {num(pre_ln[shallow]['effective_rank'][-1])} and {num(pre_ln[deep]['effective_rank'][-1])}",
+        ),
+        Fact(
+            page,
+            f"cosine {span([o['token_cosine'][-1] for o in others])}, effective rank "
+            f"{span([o['effective_rank'][-1] for o in others])} after the last block at both depths",
+        ),
         Fact("README.md", f"{runs} runs, {minutes} minutes of training on one core"),
     ]
 

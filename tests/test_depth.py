@@ -247,5 +247,6 @@ def test_the_depth_family_trains_end_to_end_in_miniature(tmp_path):
         for probe in ("signal_propagation", "effective_rank"):
             assert len(record[probe]["init"]) == record["layers"] == len(record[probe]["end"])
     assert result["per_depth"]["4"]["lr_sweep"]["sas"]["points"][0]["lr"] == 5e-4  # the shallow best ÷ 2
-    assert (runs / "codeparrot-depth" / "L4" / "lr0.001" / "seed1" / "value_skipinit" / "record.json").is_file()
+    lr = result["per_depth"]["4"]["lrs"]["value_skipinit"]
+    assert (runs / "codeparrot-depth" / "L4" / f"lr{lr:g}" / "seed1" / "value_skipinit" / "record.json").is_file()
     assert len(result["claims"]) == 9 and (out / "init_signal_propagation.png").stat().st_size > 0

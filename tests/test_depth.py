@@ -203,6 +203,7 @@ def test_effective_rank_is_one_for_orthogonal_tokens_and_one_over_n_for_identica
     hidden = torch.cat([torch.eye(4), torch.ones(2, 4)])[None]
     mask = torch.tensor([[1, 1, 1, 1, 0, 0]])  # the padded tokens do not count
     assert effective_rank(hidden, mask) == pytest.approx(1.0)
+    assert math.isnan(effective_rank(torch.full((1, 4, 4), math.nan)))  # a diverged run's probe: NaN, no SVD error
 
 
 def test_at_init_softmax_without_skips_collapses_rank_with_depth_and_the_others_do_not():

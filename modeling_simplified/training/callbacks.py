@@ -19,6 +19,8 @@ Per layer i, by name (`DiagnosticsCallback.layers()`, `TrainResult.layers`; logg
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 from transformers import TrainerCallback
@@ -44,12 +46,15 @@ def token_cosine_similarity(hidden: torch.Tensor, mask: torch.Tensor | None = No
 def effective_rank(hidden: torch.Tensor, mask: torch.Tensor | None = None) -> float:
     """Mean over sequences of the normalised effective rank (Roy & Vetterli 2007) of the (unmasked) token matrix of
     `hidden` (batch, T, d): `exp(H(p)) / min(n, d)` with `p` the singular values over their sum; rank collapse
-    (every token the same) gives 1/min(n, d)."""
+    (every token the same) gives 1/min(n, d); NaN where a sequence's tokens are not finite."""
     ranks = []
     for i, tokens in enumerate(hidden.detach().float()):
         if mask is not None:
             tokens = tokens[mask[i].to(tokens.device).bool()]
         if tokens.shape[0] < 2:
+            continue
+        if not torch.isfinite(tokens).all():  # a diverged model: no SVD of NaNs, the probe reads NaN as the cosine does
+            ranks.append(math.nan)
             continue
         sigma = torch.linalg.svdvals(tokens)
         p = sigma / sigma.sum().clamp_min(1e-30)

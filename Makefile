@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo lint test test-slow test-all test-gpu test-compat bench reproduce clean
+.PHONY: setup demo lint test test-slow test-all test-gpu test-compat bench reproduce reproduce-depth clean
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,13 @@ REPRODUCE_ARGS ?=
 reproduce: setup
 	$(BIN)/python -m experiments.reproduce --preset codeparrot-tiny --jobs 2 --raptr recommended $(REPRODUCE_ARGS)
 	$(BIN)/python -m experiments.reproduce --preset crammed-bert-tiny --jobs 2 $(REPRODUCE_ARGS)
+	$(MAKE) reproduce-depth
+
+# The depth family (Fig. 6) in miniature: pre_ln, sas, sas_p and value_skipinit at 12 and 48 blocks (d=64, MLP 2d),
+# the lr swept at 12 blocks and re-checked at 48 around each variant's best, two seeds. One torch thread; its
+# budget is about 40 minutes on one core. Results in docs/reproduction/codeparrot-depth/; resumable.
+reproduce-depth: setup
+	OMP_NUM_THREADS=1 $(BIN)/python -m experiments.reproduce --preset codeparrot-depth --depths 12 48 --lr-grid 2e-3 4e-3 8e-3 $(REPRODUCE_ARGS)
 
 test: setup
 	$(BIN)/pytest -q

@@ -130,17 +130,86 @@ def _sweep_cell(lr: float, loss: float) -> str:
     return f"{lr_text(lr)} ({'diverged' if loss == float('inf') else num(loss)})"
 
 
+def _sweep_cells(row: dict[str, Any]) -> list[str]:
+    """A variant's chosen lr and the lrs either side of it, with the training loss at the end (criterion seed)."""
+    seed = str(row["criterion_seed"])
+    loss = {p["lr"]: p["train_loss_end"][seed] for p in row["points"] if p["swept"]}
+    below = [lr for lr in sorted(loss) if lr < row["chosen"]]
+    above = [lr for lr in sorted(loss) if lr > row["chosen"]]
+    sides = ", ".join(_sweep_cell(lr, loss[lr]) for lr in (below[-1:] + above[:1]))
+    return [_sweep_cell(row["chosen"], loss[row["chosen"]]), sides if row["bracketed"] else "NOT bracketed"]
+
+
 def sweep_table(family: str) -> str:
     """Each variant's chosen lr and the lrs either side of it, with the training loss at the end (seed 0)."""
     lines = ["| variant | chosen lr | bracketed by (training loss at the end) |", "|---|---|---|"]
     for name, row in reproduction(family)["lr_sweep"].items():
-        seed = str(row["criterion_seed"])
-        loss = {p["lr"]: p["train_loss_end"][seed] for p in row["points"] if p["swept"]}
-        below = [lr for lr in sorted(loss) if lr < row["chosen"]]
-        above = [lr for lr in sorted(loss) if lr > row["chosen"]]
-        sides = ", ".join(_sweep_cell(lr, loss[lr]) for lr in (below[-1:] + above[:1]))
-        chosen = _sweep_cell(row["chosen"], loss[row["chosen"]])
-        lines.append(f"| {name} | {chosen} | {sides if row['bracketed'] else 'NOT bracketed'} |")
+        lines.append(f"| {name} | {' | '.join(_sweep_cells(row))} |")
+    return "\n".join(lines)
+
+
+# -- the depth family ----------------------------------------------------------------------------------------------
+DEPTH = "codeparrot-depth"
+
+
+def depth_sweep_table() -> str:
+    """Per depth and variant: the lrs swept, the chosen one and its neighbours, the final eval loss [per seed]."""
+    result = reproduction(DEPTH)
+    lines = [
+        "| blocks | variant | lrs swept | chosen lr | bracketed by (training loss at the end) | final eval loss [per seed] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for layers, at in result["per_depth"].items():
+        for name, row in at["lr_sweep"].items():
+            swept = ", ".join(lr_text(p["lr"]) for p in row["points"] if p["swept"])
+            cells = [layers, name, swept, *_sweep_cells(row), _final(at["table"], name)]
+            lines.append(f"| {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def _seed_pcts(values: list[float]) -> str:
+    return f"seeds {', '.join(_pct(v) for v in values)}"
+
+
+def depth_claim_cell(row: dict[str, Any]) -> str:
+    """A depth claim's verdict, its figure on the seed means and per seed (%): the change with depth, the gap to
+    Pre-LN, or V-SkipInit's gap to the others at each depth."""
+    word = verdict_word(row["verdict"])
+    word = f"**{word}**" if word in ("held", "did not hold") else word
+    if "change_pct" in row:
+        figure = f"{_pct(row['change_pct_mean'])} ({_seed_pcts(row['change_pct'])})"
+    elif "gap_pct" in row:
+        (low, a), (high, b) = row["gap_pct"].items()
+        gap = lambda k, v: f"{_pct(statistics.fmean(v))} at {k} blocks ({_seed_pcts(v)})"  # noqa: E731
+        figure = f"{gap(low, a)} → {gap(high, b)}"
+    else:
+        mean, seeds = claim_gaps(row)
+        figure = f"{_pct(mean)} ({_seed_pcts(seeds)})"
+    return f"{word}: {figure}"
+
+
+def depth_claims_table() -> str:
+    lines = ["| claim | verdict: mean (per seed) | the paper |", "|---|---|---|"]
+    for row in reproduction(DEPTH)["claims"]:
+        lines.append(f"| {row['claim']} | {depth_claim_cell(row)} | {row['source']} |")
+    return "\n".join(lines)
+
+
+def depth_init_table() -> str:
+    """After the first block and the last, at initialisation: the tokens' cosine similarity and effective rank."""
+    result = reproduction(DEPTH)
+    lines = [
+        "| blocks | variant | cosine after block 1 | cosine after the last [per seed] | effective rank after block 1 | "
+        "effective rank after the last [per seed] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for layers, at in result["init_diagnostics"].items():
+        for name, row in at.items():
+            cells = [layers, name]
+            for key in ("token_cosine", "effective_rank"):
+                last = f"{num(row[key][-1])} [{', '.join(num(v) for v in row[f'{key}_last_per_seed'])}]"
+                cells += [num(row[key][0]), last]
+            lines.append(f"| {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -476,6 +545,9 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "reproduction-mlm-eval": lambda: eval_table("crammed-bert-tiny"),
     "reproduction-mlm-claims": lambda: claims_table("crammed-bert-tiny"),
     "reproduction-finetune": finetune_table,
+    "reproduction-depth-sweep": depth_sweep_table,
+    "reproduction-depth-claims": depth_claims_table,
+    "reproduction-depth-init": depth_init_table,
     "speed-train": speed_train_table,
     "speed-other": speed_other_table,
     "speed-decode": speed_decode_table,
@@ -546,7 +618,7 @@ def unchecked_verdicts() -> list[str]:
 
 def facts() -> list[Fact]:
     """Every number and verdict of hand-written prose on `PAGES` that the committed JSON determines."""
-    return [*reproduction_facts(), *raptr_facts(), *speed_facts()]
+    return [*reproduction_facts(), *depth_facts(), *raptr_facts(), *speed_facts()]
 
 
 #: counts as the prose spells them
@@ -774,6 +846,88 @@ def readme_reproduction_facts() -> list[Fact]:
         ),
         Fact(page, f"fine-tuning on MR is {finetune}"),
         Fact(page, f"a {span(gaps, 2)}-nat generalisation gap"),
+    ]
+
+
+def _depth_claim(result: dict[str, Any], start: str) -> dict[str, Any]:
+    (row,) = [c for c in result["claims"] if c["claim"].startswith(start)]
+    return row
+
+
+def _higher(values: list[float]) -> str:
+    return _common(["higher" if v > 0 else "lower" for v in values])
+
+
+def depth_facts() -> list[Fact]:
+    """The depth family's prose: run time, seed spread, the claims' figures and words, the init diagnostics."""
+    result = reproduction(DEPTH)
+    shallow, deep = map(str, result["depths"])
+    runs, minutes = result["run_time"]["runs"], num(result["run_time"]["training_s"] / 60, 0)
+    spread = [
+        100 * abs(a - b) / statistics.fmean((a, b))
+        for at in result["per_depth"].values()
+        for row in at["table"].values()
+        for a, b in [row["eval_loss_per_seed"]]
+    ]
+    better = [_depth_claim(result, f"{n} better at") for n in ("pre_ln", "sas", "sas_p")]
+    means = [c["change_pct_mean"] for c in better]
+    vskip = _depth_claim(result, "value_skipinit worse at")
+    grows = _depth_claim(result, "V-SkipInit's gap")
+    gap_low, gap_high = (statistics.fmean(v) for v in grows["gap_pct"].values())
+    match = [
+        _depth_claim(result, f"{n} within 2% of Pre-LN at equal steps at {k}")
+        for k in (shallow, deep)
+        for n in ("sas", "sas_p")
+    ]
+    ahead = [claim_gaps(c) for c in match]
+    ratio = [
+        result["per_depth"][shallow]["lrs"][n] / result["per_depth"][deep]["lrs"][n]
+        for n in result["per_depth"][deep]["lrs"]
+    ]
+    init = result["init_diagnostics"]
+    pre_ln = {k: init[k]["pre_ln"] for k in (shallow, deep)}
+    others = [init[k][n] for k in (shallow, deep) for n in ("sas", "sas_p", "value_skipinit")]
+    page = "docs/reproduction.md"
+    return [
+        Fact(page, f"its {runs} runs took {minutes} minutes of training (the sum of the runs' training times"),
+        Fact(page, f"the two seeds of one block end up to {num(max(spread), 1)}% apart at its chosen lr"),
+        Fact(
+            page,
+            f"Pre-LN, SAS and SAS-P end {', '.join(num(m, 1) + '%' for m in means[:2])} and {num(means[2], 1)}% "
+            f"{_higher(means + [g for c in better for g in c['change_pct']])} at {deep} blocks than at {shallow} on "
+            f"the seed means ({span([g for c in better for g in c['change_pct']], 1)}% per seed): Fig. 6's \"improve "
+            f'when deeper" {_common([verdict_word(c["verdict"]) for c in better])} for any of the three',
+        ),
+        Fact(
+            page,
+            f"V-SkipInit ends {num(vskip['change_pct_mean'], 1)}% {_higher([vskip['change_pct_mean']])} "
+            f'({span(vskip["change_pct"], 1)}% per seed): that it "trains slower per update" when deeper '
+            f"{verdict_word(vskip['verdict'])}",
+        ),
+        Fact(
+            page,
+            f"its gap to the other three grows from {signed(gap_low, 1)}% to {signed(gap_high, 1)}% "
+            f"({verdict_word(grows['verdict'])})",
+        ),
+        Fact(
+            page,
+            f"SAS and SAS-P are ahead of Pre-LN by {span([-m for m, _ in ahead], 1)}% on the seed means "
+            f"({span([-g for _, seeds in ahead for g in seeds], 1)}% per seed) at both depths, so within 2% "
+            f"{_common([verdict_word(c['verdict']) for c in match])} at either depth",
+        ),
+        Fact(page, f"every variant's chosen lr is {span(ratio, 0)}× lower at {deep} blocks than at {shallow}"),
+        Fact(
+            page,
+            f"Pre-LN's mean cosine similarity after the last block is {num(pre_ln[shallow]['token_cosine'][-1])} at "
+            f"{shallow} blocks and {num(pre_ln[deep]['token_cosine'][-1])} at {deep}, and its effective rank falls "
+            f"to {num(pre_ln[shallow]['effective_rank'][-1])} and {num(pre_ln[deep]['effective_rank'][-1])}",
+        ),
+        Fact(
+            page,
+            f"cosine {span([o['token_cosine'][-1] for o in others])}, effective rank "
+            f"{span([o['effective_rank'][-1] for o in others])} after the last block at both depths",
+        ),
+        Fact("README.md", f"{runs} runs, {minutes} minutes of training on one core"),
     ]
 
 

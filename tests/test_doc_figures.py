@@ -66,6 +66,9 @@ def test_verdict_words_are_the_committed_verdicts():
                 assert word in ("held", "did not hold", "inconclusive"), row["verdict"]
                 cell = doc_figures._claim_cell(row)
                 assert cell.lstrip("*").startswith(word) and cell in page
+    for row in doc_figures.reproduction(doc_figures.DEPTH)["claims"]:
+        cell = doc_figures.depth_claim_cell(row)
+        assert cell.lstrip("*").startswith(doc_figures.verdict_word(row["verdict"])) and cell in page
     assert not doc_figures.unchecked_verdicts(), "\n".join(doc_figures.unchecked_verdicts())
     assert doc_figures.verdict_word("did NOT hold") == "did not hold"
     assert doc_figures.verdict_word("inconclusive (seeds disagree)") == "inconclusive"
@@ -97,6 +100,24 @@ def test_a_changed_reproduction_result_leaves_its_tables_and_prose_stale(fresh_j
     assert any(page == "README.md" and "−0.250" in text for page, text in missing)
     assert any(page == "README.md" and "SAS-P ahead of SAS at equal time held" in text for page, text in missing)
     assert doc_figures.regenerate(readme) == readme  # the README has no reproduction table
+
+
+def test_a_changed_depth_result_leaves_its_tables_and_prose_stale(fresh_json):
+    """The depth family: a changed verdict changes the generated claims table and the prose that quotes it, a
+    changed run time the prose of both pages."""
+    page = (REPO / "docs" / "reproduction.md").read_text()
+
+    def change(result):
+        result["claims"][-1]["verdict"] = "inconclusive (seeds disagree)"
+        result["run_time"]["training_s"] += 600
+
+    _edit(fresh_json / "reproduction" / doc_figures.DEPTH / "results.json", change)
+    doc_figures.reproduction.cache_clear()
+    gap = doc_figures.reproduction(doc_figures.DEPTH)["claims"][-1]["claim"]
+    assert f"| {gap} | inconclusive:" in doc_figures.regenerate(page)
+    missing = {(f.page, f.text) for f in doc_figures.missing_facts()}
+    assert any(p == "docs/reproduction.md" and text.endswith("(inconclusive)") for p, text in missing)
+    assert any(p == "README.md" and "minutes of training on one core" in text for p, text in missing)
 
 
 def test_a_changed_benchmark_run_leaves_the_speed_tables_and_prose_stale(fresh_json):

@@ -42,7 +42,14 @@ def _family_and_row(name: str) -> tuple[str, str]:
 
 
 def test_presets_are_the_rows_of_one_table_per_family():
-    assert set(FAMILIES) == {"codeparrot", "codeparrot-tiny", "crammed-bert", "crammed-bert-tiny", "glue"}
+    assert set(FAMILIES) == {
+        "codeparrot",
+        "codeparrot-tiny",
+        "codeparrot-depth",
+        "crammed-bert",
+        "crammed-bert-tiny",
+        "glue",
+    }
     names = [f"{family}-{row}" for family, table in FAMILIES.items() for row in table["presets"]]
     assert sorted(names) == PRESETS and len(set(names)) == len(names)
     assert all(
@@ -61,11 +68,12 @@ def test_row_fields_name_one_section_each():
 
 
 def test_causal_families_train_every_block_type_and_masked_ones_the_papers_table_1():
-    """CodeParrot (and its miniature): every block type of BLOCKS. Crammed BERT (Table 1): no Post-LN and no
-    NormFormer, and asking for them is refused by name."""
+    """CodeParrot (and its miniature): every block type of BLOCKS; the depth miniature: Fig. 6's Pre-LN, V-SkipInit,
+    SAS and SAS-P. Crammed BERT (Table 1): no Post-LN and no NormFormer, and asking for them is refused by name."""
+    fig6 = [b for b in BLOCK_TYPES if b in ("pre_ln", "value_skipinit", "sas", "sas_p")]
     for family, table in FAMILIES.items():
         if table["task"] == "causal-lm":
-            assert list(table["presets"]) == list(BLOCK_TYPES), family
+            assert list(table["presets"]) == (fig6 if family == "codeparrot-depth" else list(BLOCK_TYPES)), family
         if table["task"] == "masked-lm":
             assert list(table["presets"]) == [b for b in BLOCK_TYPES if b not in ("post_ln", "normformer")], family
             for block_type in ("post_ln", "normformer"):

@@ -277,7 +277,10 @@ def test_bad_input(capsys):
     assert "--steps must be a positive multiple of 20" in capsys.readouterr().err
     assert reproduce_main(["--preset", "glue", "--blocks", "sas"]) == 2
     err = capsys.readouterr().err  # the GLUE family fine-tunes: no pre-training preset
-    assert "--preset 'glue': no such family with a pre_ln preset; families: codeparrot, codeparrot-tiny, crammed" in err
+    assert (
+        "--preset 'glue': no such family with a pre_ln preset; families: codeparrot, codeparrot-depth, codeparrot-tiny, crammed"
+        in err
+    )
     assert reproduce_main(["--preset", "crammed-bert-tiny", "--blocks", "pre_ln", "post_ln"]) == 2
     assert "no preset 'crammed-bert-tiny-post_ln' for block 'post_ln'" in capsys.readouterr().err
     assert reproduce_main(["--preset", "crammed-bert-tiny", "--raptr", "recommended"]) == 2

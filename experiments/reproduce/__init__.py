@@ -22,9 +22,17 @@ steps, through the training API (`TrainPlan` → `train`, with the diagnostics c
 4. **step time**: every variant's training step at this shape, measured as `make bench` measures the paper shape
    (`timing`): the time axis of the loss-vs-time curves and of the claims at equal time.
 
+**The depth family** (`--depths SHALLOW DEEP`, Fig. 6; `make reproduce-depth`, preset `codeparrot-depth`): Pre-LN,
+SAS, SAS-P and V-SkipInit, MLP 2d, at both depths: at the shallow one the lr sweep above, at the deep one each
+variant's sweep from its shallow best lr and that lr's two neighbours (grown the same way), then every seed at
+each depth's chosen lr; βFF's init scales as 1/sqrt(depth) (App. D.1: 0.2 at 18 layers, 0.1 at 72). `depth`
+checks Fig. 6's claims (each block improves with depth, V-SkipInit does not, SAS and SAS-P near-indistinguishable
+from Pre-LN at both depths, V-SkipInit's gap grows) and reports the signal propagation at initialisation (the
+tokens' cosine similarity and effective rank after every block). Its runs go to `<runs-dir>/<family>/L<depth>/`.
+
 Modules: `planning` (the command's arguments and the runs they make, each a `TrainPlan`), `jobs` (training the
 runs, reusing finished ones, in child processes with `--jobs`), `finetune`, `timing`, `analysis` (the sweep's choice, the
-tables, the claims, RaPTr, signal propagation) and `report` (`results.md` and the plots, from `results.json`
+tables, the claims, RaPTr, signal propagation), `depth` (the depth family's claims) and `report` (`results.md` and the plots, from `results.json`
 alone); `run` ties them together (`python -m experiments.reproduce`).
 
 The output folder (default `docs/reproduction/<family>/`) gets `results.json` (every run's record, the sweep,

@@ -81,8 +81,13 @@ def run_one(args: argparse.Namespace, run: Run) -> dict[str, Any]:
         "train_loss": [[step, loss] for step, loss in result.train_losses],
         "gains": trajectories,
         "kurtosis": [row["kurtosis"] for row in result.layers if "kurtosis" in row],
+        "layers": plan.preset.model.get("num_hidden_layers"),
         "signal_propagation": {
             when: [row[f"token_cosine_{when}"] for row in result.layers if f"token_cosine_{when}" in row]
+            for when in ("init", "end")
+        },
+        "effective_rank": {
+            when: [row[f"token_rank_{when}"] for row in result.layers if f"token_rank_{when}" in row]
             for when in ("init", "end")
         },
         "raptr": None if run.raptr is None else {"setting": run.setting, "spec": run.raptr, **metrics["raptr"]},

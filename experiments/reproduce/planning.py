@@ -49,6 +49,8 @@ DEFAULT_VARIANTS = {
     "causal-lm": tuple(VARIANTS),
     "masked-lm": ("pre_ln", "parallel", "sas", "sas_p", "simplest"),
 }
+#: the depth family's variants (Fig. 6): Pre-LN, the simplified blocks with normalisation, and V-SkipInit
+DEPTH_VARIANTS = ("pre_ln", "sas", "sas_p", "value_skipinit")
 #: the maximum learning rates every sweep starts from (a logarithmic grid, §4: "tuned on training loss, using a
 #: logarithmic grid"); a sweep grows by `--lr-factor` past whichever end holds its best lr
 LR_GRID = (1e-3, 2e-3, 4e-3)
@@ -136,6 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--queue", help=argparse.SUPPRESS)  # a --jobs child: train the runs listed in this file
     parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/N": every N-th run of the queue from the i-th
     parser.add_argument("--layers", type=int, help="blocks (default: the preset's)")
+    parser.add_argument(
+        "--depths",
+        nargs=2,
+        type=int,
+        metavar=("SHALLOW", "DEEP"),
+        help="the depth family (Fig. 6): every variant swept at SHALLOW blocks, then at DEEP blocks around its "
+        f"shallow lr, every seed at each depth's chosen lr (default variants: {', '.join(DEPTH_VARIANTS)})",
+    )
     parser.add_argument("--hidden-size", type=int, help="width d; the MLP keeps the preset's ratio (default: preset)")
     parser.add_argument("--heads", type=int, help="attention heads (default: the preset's)")
     parser.add_argument("--seq-len", type=int, help="sequence length (default: the preset's)")
@@ -187,7 +197,9 @@ def check(args: argparse.Namespace) -> None:
             f"--preset {args.preset!r}: its presets are {task} presets; the reproduction pre-trains language models "
             f"({', '.join(DEFAULT_VARIANTS)})."
         )
-    args.blocks = list(args.blocks or DEFAULT_VARIANTS[task])
+    if args.depths:
+        check_depths(args, task)
+    args.blocks = list(args.blocks or (DEPTH_VARIANTS if args.depths else DEFAULT_VARIANTS[task]))
     for name in args.blocks:
         preset = preset_name(args, name)
         if preset not in names:
@@ -225,6 +237,22 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError(f"--timing-rounds must be 0 or more, got {args.timing_rounds}.")
 
 
+def check_depths(args: argparse.Namespace, task: str) -> None:
+    """The depth family's own arguments: two depths, the deeper strictly deeper; no option it does not combine with."""
+    shallow, deep = args.depths
+    if not 0 < shallow < deep:
+        raise UsageError(f"--depths must be two depths SHALLOW DEEP with 0 < SHALLOW < DEEP, got {shallow} {deep}.")
+    if task != "causal-lm":
+        raise UsageError(f"--depths: the depth family is causal (Fig. 6), not {task} ({args.preset}).")
+    clash = [
+        opt
+        for opt, given in (("--layers", args.layers), ("--raptr", args.raptr), ("--no-sweep", args.no_sweep))
+        if given
+    ]
+    if clash:
+        raise UsageError(f"--depths sets every run's depth and sweeps its lr: it does not combine with {clash[0]}.")
+
+
 def preset_name(args: argparse.Namespace, name: str) -> str:
     return f"{args.preset}-{VARIANTS[name].block_type}"
 
@@ -242,9 +270,10 @@ def round_lr(lr: float) -> float:
     return float(f"{lr:.6g}")
 
 
-def variant_preset(args: argparse.Namespace, name: str) -> Preset:
+def variant_preset(args: argparse.Namespace, name: str, layers: int | None = None) -> Preset:
     """A variant's preset with the shape options, the variant's model fields and the `--set` overrides applied
-    (the overrides last: they may change anything)."""
+    (the overrides last: they may change anything). `layers`: a depth-family run's depth, with βFF's init scaled
+    as 1/sqrt(depth) from the preset's (App. D.1: 0.2 at the 18 layers of Fig. 6, 0.1 at 72)."""
     preset = load_preset(preset_name(args, name), check=False)
     model = preset.model
     if args.hidden_size:
@@ -252,6 +281,10 @@ def variant_preset(args: argparse.Namespace, name: str) -> Preset:
         model["hidden_size"] = args.hidden_size
     if args.layers:
         model["num_hidden_layers"] = args.layers
+    if layers:
+        if "beta_ff_init" in model:
+            model["beta_ff_init"] = round(model["beta_ff_init"] * math.sqrt(model["num_hidden_layers"] / layers), 6)
+        model["num_hidden_layers"] = layers
     if args.heads:
         model["num_attention_heads"] = args.heads
     if args.seq_len:
@@ -265,7 +298,7 @@ def variant_preset(args: argparse.Namespace, name: str) -> Preset:
 def train_plan(args: argparse.Namespace, run: Run) -> TrainPlan:
     """The plan of one run: its variant's preset at the run's seed, lr and steps (with the shape options and
     overrides), evaluations every 5%, one checkpoint at the end, 60 training logs, the diagnostics, no export."""
-    preset = variant_preset(args, run.name)
+    preset = variant_preset(args, run.name, run.layers)
     recipe = preset.training
     recipe.seed, recipe.learning_rate = run.seed, run.lr
     recipe.eval_steps, recipe.save_steps, recipe.save_total_limit = run.steps // EVALUATIONS, run.steps, 1
@@ -309,6 +342,7 @@ class Run:
     setting: str | None = None
     finetune: str | None = None  # a fine-tuning task (`finetune.TASKS`); `lr` is then the pretrained run's
     pretrained: Path | None = None  # the pretrained run it fine-tunes (from scratch: whose tokenizer it uses)
+    layers: int | None = None  # a depth-family run's depth (`--depths`); None: the preset's or `--layers`
 
     def plan(self, args: argparse.Namespace) -> TrainPlan:
         if self.finetune is None:
@@ -319,7 +353,8 @@ class Run:
 
     def describe(self) -> str:
         if self.finetune is None:
-            return f"{self.name}, seed {self.seed}, lr {self.lr:g}, {self.steps} steps"
+            depth = f", {self.layers} blocks" if self.layers else ""
+            return f"{self.name}{depth}, seed {self.seed}, lr {self.lr:g}, {self.steps} steps"
         start = "from scratch" if self.setting == "from_scratch" else f"pretrained at lr {self.lr:g}"
         return f"{self.name} fine-tuned on {self.finetune} ({start}), seed {self.seed}, {self.steps} steps"
 
@@ -337,10 +372,12 @@ def family_dir(args: argparse.Namespace) -> Path:
     return Path(args.runs_dir) / args.preset
 
 
-def run_at(args: argparse.Namespace, name: str, seed: int, lr: float) -> Run:
-    """A variant at one seed and lr, the final number of steps: `<runs-dir>/<family>/lr<lr>/seed<k>/<variant>`."""
+def run_at(args: argparse.Namespace, name: str, seed: int, lr: float, layers: int | None = None) -> Run:
+    """A variant at one seed and lr, the final number of steps: `<runs-dir>/<family>/lr<lr>/seed<k>/<variant>`; at
+    a depth of the depth family, under `<runs-dir>/<family>/L<layers>/`."""
     lr = round_lr(lr)
-    return Run(name, seed, lr, final_steps(args), family_dir(args) / f"lr{lr:g}" / f"seed{seed}" / name)
+    root = family_dir(args) / (f"L{layers}" if layers else "")
+    return Run(name, seed, lr, final_steps(args), root / f"lr{lr:g}" / f"seed{seed}" / name, layers=layers)
 
 
 def raptr_relative_flops(args: argparse.Namespace, layers: int, steps: int) -> float:

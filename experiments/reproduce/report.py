@@ -15,7 +15,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from . import analysis
+from . import analysis, depth
 from .analysis import FRACTIONS, GAIN_KEYS
 
 #: the two comparisons of every table and claim: each variant at its own best lr, and every variant at Pre-LN's
@@ -404,6 +404,9 @@ def plot_kurtosis(records, out: Path) -> Path:
 
 def write_report(result: dict[str, Any], out: Path) -> None:
     """`results.md` and the plots of a result (what `results.json` holds) into `out`."""
+    if result.get("family") == "depth":
+        write_depth_report(result, out)
+        return
     (out / "results.md").write_text(markdown(result))
     best = setting_records(result, "best_lr")
     if result["signal_propagation"]:
@@ -414,6 +417,150 @@ def write_report(result: dict[str, Any], out: Path) -> None:
     plot_losses(result, out, per_time=True)
     plot_gains(best, out)
     plot_kurtosis(best, out)
+
+
+# -- the depth family ------------------------------------------------------------------------------------------------------
+def depth_markdown(result: dict[str, Any]) -> str:
+    shape = result["shape"]
+    env = result["environment"]
+    lines = [
+        f"Command: `{result['command']}`",
+        "",
+        f"Preset family `{result['preset']}`: depths {' and '.join(map(str, result['depths']))}, d={shape['hidden_size']}, "
+        f"{shape['heads']} heads, MLP {shape['intermediate_size']} (2d), seq {shape['seq_len']}, batch {shape['batch']}, "
+        f"{result['steps']} steps, seeds {result['seeds']}; βFF init "
+        + ", ".join(f"{v:g} at {k} blocks" for k, v in result["beta_ff_init"].items())
+        + ".",
+        "",
+        f"Computed at commit `{env['commit']}` with Python {env['python']}, torch {env['torch']}, transformers "
+        f"{env['transformers']}, on {env['cpu']} ({env['cpu_count']} CPUs), {', '.join(map(str, result['run_time']['torch_threads']))} "
+        f"torch thread(s). Training time of all {result['run_time']['runs']} runs: "
+        f"{result['run_time']['training_s'] / 60:.1f} min (the sum of the runs' training time, evaluations included).",
+        "",
+    ]
+    for layers, at in result["per_depth"].items():
+        sweep = _sweep_lines({"lr_sweep": at["lr_sweep"], "criterion": result["criterion"]})
+        lines += [f"# {layers} blocks", "", *(("#" + line) if line.startswith("## ") else line for line in sweep)]
+        lines += [
+            "| variant | lr | parameters | final eval loss (per seed) |",
+            "|---|---|---|---|",
+        ]
+        for name, row in at["table"].items():
+            mean, std = row["eval_loss@100%"]
+            seeds = ", ".join(f"{v:.4f}" for v in row["eval_loss_per_seed"])
+            lines.append(
+                f"| {name} | {row['learning_rate']:g} | {row['parameters']:,} | {mean:.4f} ± {std:.4f} ({seeds}) |"
+            )
+        lines.append("")
+    lines += ["# Claims", "", f"Near-indistinguishable: final eval losses within {100 * depth.MATCH:g}%.", ""]
+    for c in result["claims"]:
+        lines.append(f"- {c['claim']}: **{c['verdict']}** — {c['numbers']}. Paper: {c['source']}")
+    lines += [
+        "",
+        "# Signal propagation at initialisation",
+        "",
+        "After the last block, on the first evaluation batch: the tokens' mean cosine similarity (1: rank collapse) "
+        "and normalised effective rank (1/min(n, d): rank collapse); mean over seeds (per seed).",
+        "",
+        "| variant | "
+        + " | ".join(f"{k} blocks: cosine | {k} blocks: eff. rank" for k in result["init_diagnostics"])
+        + " |",
+        "|---|" + "---|---|" * len(result["init_diagnostics"]),
+    ]
+    names = list(next(iter(result["init_diagnostics"].values())))
+    for name in names:
+        cells = []
+        for at in result["init_diagnostics"].values():
+            row = at[name]
+            for key in ("token_cosine", "effective_rank"):
+                cells.append(f"{row[key][-1]:.3f} ({', '.join(f'{v:.3f}' for v in row[f'{key}_last_per_seed'])})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "Plots: `loss_vs_step.png`, `lr_sweep.png`, `init_signal_propagation.png`.", ""]
+    return "\n".join(lines)
+
+
+def plot_depth_losses(result: dict[str, Any], out: Path) -> Path:
+    """Eval loss (mean over seeds) against the step at each depth's chosen lr: solid shallow, dashed deep (Fig. 6)."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    names = list(next(iter(result["per_depth"].values()))["table"])
+    for k, (layers, at) in enumerate(result["per_depth"].items()):
+        for i, name in enumerate(names):
+            runs = [r for r in result["runs"] if r["block"] == name and r["layers"] == int(layers)]
+            runs = [r for r in runs if r["learning_rate"] == at["table"][name]["learning_rate"]]
+            steps = sorted(int(s) for s in runs[0]["eval_loss"])
+            ys = [statistics.fmean(r["eval_loss"][str(s)] for r in runs) for s in steps]
+            style = "-" if k == 0 else "--"
+            ax.plot(steps, ys, style, color=f"C{i}", label=f"{name}, {layers} blocks")
+    finals = [
+        v for at in result["per_depth"].values() for row in at["table"].values() for v in row["eval_loss_per_seed"]
+    ]
+    finite = [v for v in finals if math.isfinite(v)]
+    if finite:
+        ax.set_ylim(min(finite) - 0.3, max(finite) + 1.5)
+    ax.set_xlabel("step")
+    ax.set_ylabel("eval loss (mean over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out / "loss_vs_step.png"
+    fig.savefig(path, format="png")
+    return path
+
+
+def plot_depth_sweeps(result: dict[str, Any], out: Path) -> Path:
+    """Training loss at the end (first seed) against the lr, per variant, one panel per depth; the chosen lr starred."""
+    fig = _figure(11.0, 4.0)
+    for k, (layers, at) in enumerate(result["per_depth"].items()):
+        ax = fig.add_subplot(1, len(result["per_depth"]), k + 1)
+        for i, (name, row) in enumerate(at["lr_sweep"].items()):
+            seed = str(row["criterion_seed"])
+            points = [(p["lr"], p["train_loss_end"][seed]) for p in row["points"] if p["swept"]]
+            finite = [(lr, v) for lr, v in points if math.isfinite(v)]
+            ax.plot([lr for lr, _ in finite], [v for _, v in finite], "o-", color=f"C{i}", label=name, markersize=3)
+            chosen = dict(points)[row["chosen"]]
+            if math.isfinite(chosen):
+                ax.plot([row["chosen"]], [chosen], "*", color=f"C{i}", markersize=12)
+        ax.set_xscale("log")
+        ax.set_xlabel("maximum learning rate")
+        ax.set_ylabel("training loss at the end (first seed)")
+        ax.set_title(f"{layers} blocks", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "lr_sweep.png"
+    fig.savefig(path, format="png")
+    return path
+
+
+def plot_init(result: dict[str, Any], out: Path) -> Path:
+    """Cosine similarity and effective rank of the tokens after each block at initialisation, against the relative
+    depth (block / depth): solid shallow, dashed deep."""
+    fig = _figure(11.0, 4.0)
+    for col, (key, label) in enumerate(
+        (("token_cosine", "mean token cosine similarity"), ("effective_rank", "normalised effective rank"))
+    ):
+        ax = fig.add_subplot(1, 2, col + 1)
+        for k, (layers, at) in enumerate(result["init_diagnostics"].items()):
+            for i, (name, row) in enumerate(at.items()):
+                xs = [(j + 1) / int(layers) for j in range(len(row[key]))]
+                ax.plot(xs, row[key], "-" if k == 0 else "--", color=f"C{i}", label=f"{name}, {layers} blocks")
+        ax.set_xlabel("block / depth")
+        ax.set_ylabel(f"{label} at init")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out / "init_signal_propagation.png"
+    fig.savefig(path, format="png")
+    return path
+
+
+def write_depth_report(result: dict[str, Any], out: Path) -> None:
+    """`results.md` and the plots of a depth-family result into `out`."""
+    (out / "results.md").write_text(depth_markdown(result))
+    plot_depth_losses(result, out)
+    plot_depth_sweeps(result, out)
+    plot_init(result, out)
 
 
 def main(argv: list[str] | None = None) -> int:

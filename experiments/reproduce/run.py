@@ -20,13 +20,14 @@ import transformers
 
 from modeling_simplified.training.presets import UsageError
 
-from . import analysis, finetune
+from . import analysis, depth, finetune
 from .jobs import ROOT, RunFailed, train_queue, train_runs
 from .planning import (
     PROG,
     Run,
     build_parser,
     check,
+    final_steps,
     finetune_data,
     finetune_runs,
     preset_lr,
@@ -34,6 +35,7 @@ from .planning import (
     round_lr,
     run_at,
     task_of,
+    variant_preset,
 )
 from .report import write_report
 from .timing import measure
@@ -81,22 +83,94 @@ class Trainer:
         self.done.update(zip(new, train_runs(self.args, label, new)))
         return [self.done[run] for run in runs]
 
+    def at_depth(self, layers: int) -> list[dict[str, Any]]:
+        """The records of the depth family's runs at `layers` blocks."""
+        return [record for run, record in self.done.items() if run.layers == layers]
 
-def lr_sweep(args: argparse.Namespace, trainer: Trainer) -> dict[str, list[float]]:
-    """Every variant at every lr of `--lr-grid` (first seed); then, round by round, the next lrs past the end that
-    holds a variant's best (`analysis.extend`), until every best is bracketed or has `--max-lrs` lrs. Returns the
-    lrs swept per variant."""
+
+def lr_sweep(
+    args: argparse.Namespace, trainer: Trainer, start: dict[str, list[float]] | None = None, layers: int | None = None
+) -> dict[str, list[float]]:
+    """Every variant at every lr of `start` (default: `--lr-grid`; first seed; at depth `layers` for the depth
+    family); then, round by round, the next lrs past the end that holds a variant's best (`analysis.extend`), until
+    every best is bracketed or has `--max-lrs` lrs. Returns the lrs swept per variant."""
     first = args.seeds[0]
-    grid = {name: [round_lr(lr) for lr in args.lr_grid] for name in args.blocks}
+    start = start or {name: args.lr_grid for name in args.blocks}
+    grid = {name: [round_lr(lr) for lr in start[name]] for name in args.blocks}
+    label = f"L{layers}-sweep" if layers else "sweep"
     for round_ in itertools.count(1):
-        runs = [run_at(args, name, first, lr) for name in args.blocks for lr in grid[name]]
-        records = trainer.batch(f"sweep{round_}", runs)
+        runs = [run_at(args, name, first, lr, layers) for name in args.blocks for lr in grid[name]]
+        records = trainer.batch(f"{label}{round_}", runs)
         more = analysis.extend(analysis.sweep(args.blocks, first, records, grid), args.lr_factor, args.max_lrs)
         new = {name: [lr for lr in map(round_lr, lrs) if lr not in grid[name]] for name, lrs in more.items()}
         if not any(new.values()):  # bracketed, at --max-lrs, or nothing new to try
             return grid
         for name, lrs in new.items():
             grid[name] += lrs
+
+
+def reproduce_depth(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """The depth family (`depth`): per depth, shallow first, each variant's lr sweep (at the deep depth from its
+    shallow best lr and that lr's two neighbours) and every seed at its chosen lr; then the claims, the init
+    diagnostics and the report."""
+    trainer = Trainer(args)
+    per_depth, chosen_records, start = {}, {}, None
+    for layers in args.depths:
+        swept = lr_sweep(args, trainer, start, layers)
+        chosen = analysis.sweep(args.blocks, args.seeds[0], trainer.at_depth(layers), swept)
+        lrs = {name: row["chosen"] for name, row in chosen.items()}
+        runs = [run_at(args, name, seed, lrs[name], layers) for seed in args.seeds for name in args.blocks]
+        chosen_records[layers] = trainer.batch(f"L{layers}-seeds", runs)
+        per_depth[str(layers)] = {
+            "lrs": lrs,
+            # every run at this depth, its seeds too; the choice among the swept lrs is the same as above
+            "lr_sweep": analysis.sweep(args.blocks, args.seeds[0], trainer.at_depth(layers), swept),
+            "table": analysis.summarise(chosen_records[layers]),
+        }
+        start = depth.deep_start(lrs, args.lr_factor)
+    every = list(trainer.done.values())
+    preset = variant_preset(args, "pre_ln")
+    model = preset.model
+    result = {
+        "family": "depth",
+        "command": command,
+        "environment": environment(),
+        "preset": args.preset,
+        "task": task_of(args),
+        "criterion": analysis.CRITERION,
+        "depths": args.depths,
+        "seeds": args.seeds,
+        "steps": final_steps(args),
+        "shape": {
+            "hidden_size": model["hidden_size"],
+            "heads": model["num_attention_heads"],
+            "intermediate_size": model["intermediate_size"],
+            "seq_len": preset.data.seq_len,
+            "batch": preset.training.per_device_train_batch_size,
+        },
+        "beta_ff_init": {
+            str(layers): variant_preset(args, "sas", layers).model.get("beta_ff_init")
+            for layers in args.depths
+            if "sas" in args.blocks
+        },
+        "match_threshold": depth.MATCH,
+        "per_depth": per_depth,
+        "claims": depth.claims(args.depths, chosen_records, args.blocks),
+        "init_diagnostics": {str(k): depth.init_diagnostics(v) for k, v in chosen_records.items()},
+        "run_time": {
+            "runs": len(every),
+            "training_s": sum(r["train_time_s"] for r in every),
+            "torch_threads": sorted({r["torch_threads"] for r in every}),
+        },
+        # without the per-layer gain trajectories (48 blocks × 4 gains × every log: megabytes the report does not
+        # use); each run's own record.json keeps them
+        "runs": [{key: value for key, value in r.items() if key != "gains"} for r in every],
+    }
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_report(result, out)
+    return result
 
 
 def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
@@ -106,6 +180,8 @@ def reproduce(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
         train_queue(args)
         return None
     task = task_of(args)
+    if args.depths:
+        return reproduce_depth(args, command)
     if args.finetune:  # its data first: a download that fails should fail before hours of pre-training
         finetune_data(args, args.finetune)
     trainer = Trainer(args)
@@ -182,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 1
     print((Path(args.output_dir) / "results.md").read_text())
+    if result.get("family") == "depth":
+        return 0
     table = result["settings"]["best_lr"]["table"]
     diverged = [name for name, row in table.items() if not math.isfinite(row["eval_loss@100%"][0])]
     if diverged:  # reported in the table; the results are still written and the command goes on

@@ -12,10 +12,14 @@ Per layer i, by name (`DiagnosticsCallback.layers()`, `TrainResult.layers`; logg
 - `token_cosine_init`, `token_cosine_end`: signal propagation, the mean cosine similarity between the block
   output's token representations (every pair of distinct tokens of a sequence, averaged over the sequences of the
   first evaluation batch, at most 8), before the first step and after the last, in eval mode. Near 1 means rank
-  collapse: every token carries the same representation (Dong et al. 2021, as He & Hofmann §4.1 cite it).
+  collapse: every token carries the same representation (Dong et al. 2021, as He & Hofmann §4.1 cite it);
+- `token_rank_init`, `token_rank_end`: the same probe's normalised effective rank of a sequence's token matrix
+  (`effective_rank`): 1 when the tokens' singular values are all equal, 1/min(n, d) when every token is the same.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -37,6 +41,26 @@ def token_cosine_similarity(hidden: torch.Tensor, mask: torch.Tensor | None = No
     n = keep.sum(-1)
     pairs = (units.sum(1).pow(2).sum(-1) - n) / (n * (n - 1)).clamp_min(1)
     return float(pairs[n > 1].mean())
+
+
+def effective_rank(hidden: torch.Tensor, mask: torch.Tensor | None = None) -> float:
+    """Mean over sequences of the normalised effective rank (Roy & Vetterli 2007) of the (unmasked) token matrix of
+    `hidden` (batch, T, d): `exp(H(p)) / min(n, d)` with `p` the singular values over their sum; rank collapse
+    (every token the same) gives 1/min(n, d); NaN where a sequence's tokens are not finite."""
+    ranks = []
+    for i, tokens in enumerate(hidden.detach().float()):
+        if mask is not None:
+            tokens = tokens[mask[i].to(tokens.device).bool()]
+        if tokens.shape[0] < 2:
+            continue
+        if not torch.isfinite(tokens).all():  # a diverged model: no SVD of NaNs, the probe reads NaN as the cosine does
+            ranks.append(math.nan)
+            continue
+        sigma = torch.linalg.svdvals(tokens)
+        p = sigma / sigma.sum().clamp_min(1e-30)
+        entropy = -(p * p.clamp_min(1e-30).log()).sum()
+        ranks.append(float(entropy.exp()) / min(tokens.shape))
+    return sum(ranks) / len(ranks)
 
 
 #: one layer's diagnostics by name ("beta_ff", "alpha_mean", "kurtosis", "token_cosine_end", ...)
@@ -90,6 +114,7 @@ class DiagnosticsCallback(TrainerCallback):
         self.kurtosis: dict[int, float] = {}
         self.probe_mask: torch.Tensor | None = None  # set while the signal-propagation probe runs
         self.cosine: dict[str, dict[int, float]] = {"init": {}, "end": {}}
+        self.rank: dict[str, dict[int, float]] = {"init": {}, "end": {}}
         self.probe_batch: dict[str, torch.Tensor] | None = None  # set by `train`: the first evaluation examples
         self.history: list[tuple[int, list[LayerStats]]] = []  # (step, per-layer values) at each training log
         layers = getattr(getattr(model, "base_model", model), "layers", [])
@@ -100,6 +125,7 @@ class DiagnosticsCallback(TrainerCallback):
             hidden = output[0] if isinstance(output, tuple) else output
             if self.probe_mask is not None:
                 self.cosine[self.probe_when][index] = token_cosine_similarity(hidden, self.probe_mask)
+                self.rank[self.probe_when][index] = effective_rank(hidden, self.probe_mask)
             elif self.capture and module.training:
                 self.kurtosis[index] = activation_kurtosis(hidden)
 
@@ -147,9 +173,10 @@ class DiagnosticsCallback(TrainerCallback):
         for i, row in enumerate(stats):
             if i in self.kurtosis:
                 row["kurtosis"] = self.kurtosis[i]
-            for when, values in self.cosine.items():
-                if i in values:
-                    row[f"token_cosine_{when}"] = values[i]
+            for probe, found in (("cosine", self.cosine), ("rank", self.rank)):
+                for when, values in found.items():
+                    if i in values:
+                        row[f"token_{probe}_{when}"] = values[i]
         return stats
 
     def collect(self, model: nn.Module) -> dict[str, float]:

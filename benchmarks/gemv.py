@@ -3,7 +3,8 @@
 500 MB, more than any cache) that every call reads its weights from memory, as a decoding step does; GB/s of
 weights read, median of 7 timed passes. `linear` is `modeling_simplified.kernels_simplified.linear` under
 `torch.no_grad()`: one float32 row on the CPU is the first column of `W·[x, x]ᵀ` (the two-column GEMM, timed
-alone too), 16-bit weights take `F.linear`. `--dtype bf16` measures bf16 weights."""
+alone too), 16-bit weights take `F.linear`. `--dtype bf16` measures bf16 weights, and beside them `linear` on the
+float32 weights of the same shapes in the same run (the rate the bf16 one is set against)."""
 
 from __future__ import annotations
 
@@ -54,20 +55,23 @@ def main(argv: list[str] | None = None) -> int:
             x = torch.randn(1, in_features).to(dtype)
             f_linear, ours = rate(F.linear, matrices, x), rate(linear, matrices, x)
             two_columns = rate(lambda x, w: torch.mm(w, x.repeat(2, 1).t()), matrices, x)
-            rows.append(
-                {
-                    "out": out_features,
-                    "in": in_features,
-                    "f_linear_GBps": f_linear,
-                    "two_column_GBps": two_columns,
-                    "linear_GBps": ours,
-                }
-            )
-            print(
-                f"| {out_features} × {in_features} | {f_linear:.1f} | {two_columns:.1f} | {ours:.1f} | "
-                f"{ours / f_linear:.2f} |"
-            )
+            row = {
+                "out": out_features,
+                "in": in_features,
+                "f_linear_GBps": f_linear,
+                "two_column_GBps": two_columns,
+                "linear_GBps": ours,
+            }
             del matrices
+            line = f"| {out_features} × {in_features} | {f_linear:.1f} | {two_columns:.1f} | {ours:.1f} | {ours / f_linear:.2f} |"
+            if dtype != torch.float32:
+                count = max(2, round(BYTES / (out_features * in_features * 4)))
+                matrices = [torch.randn(out_features, in_features) for _ in range(count)]
+                row["float32_linear_GBps"] = rate(linear, matrices, x.float())
+                line += f" float32 linear {row['float32_linear_GBps']:.1f} GB/s"
+                del matrices
+            rows.append(row)
+            print(line)
     if args.json:
         meta = {
             "torch": torch.__version__,

@@ -27,13 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 from experiments.reproduce.analysis import CRITERION, end_train_loss, final_eval_loss
 from experiments.reproduce.jobs import train_runs
-from experiments.reproduce.planning import Run, check, run_at
+from experiments.reproduce.planning import Run, check, round_lr, run_at
 from experiments.reproduce.planning import build_parser as reproduce_parser
 from experiments.reproduce.run import environment
 
@@ -61,11 +62,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="train every float32 run (rerun), or one, checked equal to its committed record, and take the "
         "reference's records for the others (committed) (default: rerun)",
     )
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="BLOCK=LR",
+        help="also train BLOCK at LR in both precisions (repeatable; e.g. sas=0.004, Pre-LN's lr)",
+    )
     parser.add_argument("--steps", type=int, help="optimizer steps, a multiple of 20 (default: the preset's)")
     parser.add_argument("--jobs", type=int, default=1, help="child processes, torch threads split (default: 1)")
     parser.add_argument("--runs-dir", default="runs/bf16-fidelity", help="the runs, one folder per dtype")
     parser.add_argument("--output-dir", default="docs/reproduction/bf16-fidelity", help="results, table, plot")
     return parser
+
+
+def parse_also(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """The `--also BLOCK=LR` points, each of a block in `--blocks`."""
+    points = []
+    for text in args.also:
+        name, _, lr = text.partition("=")
+        try:
+            value = float(lr)
+        except ValueError:
+            value = float("nan")
+        if name not in args.blocks or not value > 0:
+            raise SystemExit(f"{PROG}: error: --also {text!r}: expected BLOCK=LR with BLOCK one of {args.blocks}.")
+        points.append((name, round_lr(value)))
+    return points
 
 
 def reproduction_args(args: argparse.Namespace, dtype: str) -> argparse.Namespace:
@@ -82,15 +105,20 @@ def _key(record: dict[str, Any]) -> tuple[str, int, float]:
     return record["block"], record["seed"], record["learning_rate"]
 
 
-def compare(blocks: list[str], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Per block and criterion: each dtype's per-seed losses, bf16 − float32 per seed, and whether every such
+def label(name: str, lr: float) -> str:
+    return f"{name} @ {lr:g}"
+
+
+def compare(points: list[tuple[str, float]], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per (block, lr) and criterion: each dtype's per-seed losses, bf16 − float32 per seed, and whether every such
     difference is smaller than the float32 seeds' range."""
     table: dict[str, Any] = {}
-    for name in blocks:
+    for name, lr in points:
         row: dict[str, Any] = {}
         for criterion, measure in CRITERIA.items():
             seeds = {
-                dtype: {r["seed"]: measure(r) for r in records if r["block"] == name} for dtype, records in runs.items()
+                dtype: {r["seed"]: measure(r) for r in records if (r["block"], r["learning_rate"]) == (name, lr)}
+                for dtype, records in runs.items()
             }
             f32, bf16 = seeds["float32"], seeds["bf16"]
             spread = max(f32.values()) - min(f32.values())
@@ -102,7 +130,7 @@ def compare(blocks: list[str], runs: dict[str, list[dict[str, Any]]]) -> dict[st
                 "float32_range": spread,
                 "within_float32_spread": all(abs(d) < spread for d in differences),
             }
-        table[name] = row
+        table[label(name, lr)] = row
     return table
 
 
@@ -117,16 +145,18 @@ def against_committed(reruns: list[dict[str, Any]], reference: dict[str, Any]) -
     return rows
 
 
-def planned(args: argparse.Namespace, dtype: str, lrs: dict[str, float]) -> tuple[argparse.Namespace, list[Run]]:
-    """One dtype's reproduction arguments and its runs: every seed of every block at the block's lr."""
+def planned(
+    args: argparse.Namespace, dtype: str, points: list[tuple[str, float]]
+) -> tuple[argparse.Namespace, list[Run]]:
+    """One dtype's reproduction arguments and its runs: every seed of every (block, lr)."""
     parsed = reproduction_args(args, dtype)
-    return parsed, [run_at(parsed, name, seed, lrs[name]) for seed in args.seeds for name in args.blocks]
+    return parsed, [run_at(parsed, name, seed, lr) for seed in args.seeds for name, lr in points]
 
 
-def float32_runs(args, lrs, reference: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def float32_runs(args, points, reference: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The float32 records (trained, or with `--float32 committed` one trained and the rest the reference's) and
     each trained run's comparison with its committed record."""
-    parsed, plan = planned(args, "float32", lrs)
+    parsed, plan = planned(args, "float32", points)
     if args.float32 == "rerun":
         records = train_runs(parsed, "float32", plan)
         return records, against_committed(records, reference)
@@ -145,20 +175,21 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# bf16 mixed precision against float32 (codeparrot-tiny)",
         "",
-        f"Command: `{result['command']}`. Each block at the float32 reproduction's chosen lr, seeds "
+        f"Command: `{result['command']}`. Each block at the float32 reproduction's chosen lr (and the `--also` "
+        f"points), seeds "
         f"{', '.join(map(str, result['seeds']))}, in float32 and with `training.bf16` (bf16 autocast, float32 "
         f"master weights). Criteria: {CRITERION}; and the eval loss at the last step.",
         "",
-        "| block | lr | criterion | float32 (per seed) | bf16 (per seed) | bf16 − float32 (per seed) | float32 "
+        "| block @ lr | criterion | float32 (per seed) | bf16 (per seed) | bf16 − float32 (per seed) | float32 "
         "seed range | bf16 within it |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, row in result["comparison"].items():
         for criterion, c in row.items():
             seeds = lambda xs: " / ".join(f"{x:.4f}" for x in xs)  # noqa: E731
             diffs = " / ".join(f"{x:+.4f}" for x in c["difference"])
             lines.append(
-                f"| {name} | {result['lrs'][name]:g} | {criterion.replace('_', ' ')} | {seeds(c['float32'])} | "
+                f"| {name} | {criterion.replace('_', ' ')} | {seeds(c['float32'])} | "
                 f"{seeds(c['bf16'])} | {diffs} | {c['float32_range']:.4f} | "
                 f"{'yes' if c['within_float32_spread'] else 'no'} |"
             )
@@ -177,19 +208,19 @@ def plot(result: dict[str, Any], out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    blocks = list(result["comparison"])
-    fig, axes = plt.subplots(1, len(blocks), figsize=(4.2 * len(blocks), 3.8), sharey=True)
-    for ax, name in zip(axes if len(blocks) > 1 else [axes], blocks):
+    points = [(p["block"], p["lr"]) for p in result["points"]]
+    fig, axes = plt.subplots(1, len(points), figsize=(4.2 * len(points), 3.8), squeeze=False)
+    for ax, (name, lr) in zip(axes[0], points):
         for dtype, colour in (("float32", "tab:blue"), ("bf16", "tab:red")):
-            for r in (r for r in result["runs"][dtype] if r["block"] == name):
+            for r in (r for r in result["runs"][dtype] if (r["block"], r["learning_rate"]) == (name, lr)):
                 steps, losses = zip(*r["train_loss"])
                 style = "-" if r["seed"] == result["seeds"][0] else "--"
                 ax.plot(steps, losses, style, color=colour, lw=1, label=f"{dtype}, seed {r['seed']}")
-        ax.set_title(f"{name} (lr {result['lrs'][name]:g})")
+        ax.set_title(f"{name} (lr {lr:g})")
         ax.set_xlabel("step")
-        ax.set_ylim(top=6.0)
-    axes[0].set_ylabel("training loss")
-    axes[0].legend(fontsize=8)
+        ax.set_ylim(top=6.0)  # (the first steps' plateau, above 6, would flatten the rest)
+    axes[0][0].set_ylabel("training loss")
+    axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     path = out / "loss_curves.png"
     fig.savefig(path, dpi=110)
@@ -201,28 +232,31 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     reference = json.loads(Path(args.reference).read_text())
-    lrs = {name: reference["lrs"]["best_lr"][name] for name in args.blocks}
+    points = [(name, reference["lrs"]["best_lr"][name]) for name in args.blocks] + parse_also(args)
     runs: dict[str, list[dict[str, Any]]] = {}
-    runs["float32"], checked = float32_runs(args, lrs, reference)  # first: a failed check fails at once
-    parsed, plan = planned(args, "bf16", lrs)
+    runs["float32"], checked = float32_runs(args, points, reference)  # first: a failed check fails at once
+    parsed, plan = planned(args, "bf16", points)
     runs["bf16"] = train_runs(parsed, "bf16", plan)
     result = {
         "command": f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv),
         "environment": environment(),
         "preset": PRESET,
         "seeds": args.seeds,
-        "lrs": lrs,
-        "comparison": compare(args.blocks, runs),
+        "points": [{"block": name, "lr": lr} for name, lr in points],
+        "comparison": compare(points, runs),
         "float32": args.float32,
         "float32_vs_committed": checked,
         "seconds_per_step": {
-            name: {
-                dtype: sum(r["seconds_per_step"] for r in records if r["block"] == name) / len(args.seeds)
+            label(name, lr): {
+                dtype: statistics.fmean(
+                    r["seconds_per_step"] for r in records if (r["block"], r["learning_rate"]) == (name, lr)
+                )
                 for dtype, records in runs.items()
             }
-            for name in args.blocks
+            for name, lr in points
         },
-        "runs": runs,
+        # the records without their per-layer gain trajectories (each run's record.json keeps them)
+        "runs": {dtype: [{k: v for k, v in r.items() if k != "gains"} for r in rs] for dtype, rs in runs.items()},
     }
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)

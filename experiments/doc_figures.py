@@ -500,10 +500,11 @@ def bf16_fidelity_table() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     labels = {"end_train_loss": "training loss, last 10%", "final_eval_loss": "eval loss, last step"}
-    for name, row in result["comparison"].items():
+    for point in result["points"]:
+        row = result["comparison"][f"{point['block']} @ {point['lr']:g}"]
         for criterion, c in row.items():
             lines.append(
-                f"| {name} ({lr_text(result['lrs'][name])}) | {labels[criterion]} | "
+                f"| {point['block']} ({lr_text(point['lr'])}) | {labels[criterion]} | "
                 f"{' / '.join(num(v, 4) for v in c['float32'])} | {' / '.join(num(v, 4) for v in c['bf16'])} | "
                 f"{' / '.join(signed(v, 4) for v in c['difference'])} | {num(c['float32_range'], 4)} | "
                 f"{'yes' if c['within_float32_spread'] else 'no'} |"
@@ -532,6 +533,40 @@ def bf16_speed_table() -> str:
         lines.append(f"| {t.label} | {' | '.join(cells)} | {counted} |")
     mfu = [", ".join(f"{m} {num(100 * v, 1)}%" for m, v in targets.bf16_mfu(r).items()) for r in runs.values()]
     lines.append(f"| bf16 MFU ≥ {targets.BF16_MFU:.0%} of the bf16 GEMM peak | {' | '.join(mfu)} | - |")
+    for model, base in (("sas_p", "pre_ln"), ("sas", "pre_ln"), ("pre_ln", "gpt2")):
+        cells = [
+            _ratio_cell(ratio(r["compile"], model, base), of_min=False) if "compile" in r else "-"
+            for r in runs.values()
+        ]
+        lines.append(
+            f"| (no target) compiled, bf16: {model} / {'GPT-2' if base == 'gpt2' else base} | {' | '.join(cells)} | - |"
+        )
+    return "\n".join(lines)
+
+
+def readme_bf16_table() -> str:
+    """The README's bf16 rows: bf16 against float32 on the run's host, and the bf16 ratios against their bounds."""
+    (name,) = BF16_RUNS
+    r = run(name)
+    peaks = r["meta"]["gemm_peak_gflops"]
+    peak_ratio = peaks["bf16"] / peaks["float32"]
+    precision = r["precision"]
+
+    def speedup(kind: str) -> str:
+        return " / ".join(num(precision[kind][m]["bf16_vs_float32"]["ratio_median"]) for m in ("pre_ln", "sas_p"))
+
+    lines = [
+        f"| bf16 (`{name}`: GEMM peak {peaks['float32']:.0f} GFLOP/s float32, {peaks['bf16']:.0f} bf16) | bound | "
+        "median |",
+        "|---|---|---|",
+        f"| training step, bf16 autocast / float32: pre_ln / sas_p | {num(peak_ratio)} (the peaks) | "
+        f"{speedup('train')} |",
+        f"| training in bf16: sas_p / pre_ln | {num(r['train']['sas_p']['flop_bound_vs_pre_ln'])} | "
+        f"{num(ratio(r['train'], 'sas_p', 'pre_ln')['median'])} |",
+        f"| training in bf16: our pre_ln / `GPT2LMHeadModel` | 1.000 | {num(ratio(r['train'], 'pre_ln', 'gpt2')['median'])} |",
+        f"| `generate` batch 1, bf16 / float32 weights: pre_ln / sas_p | 2.000 (bytes) | {speedup('generate_batch_1')} |",
+        f"| bf16 MFU: pre_ln / sas_p | 1.000 | {' / '.join(num(r['mfu'][m]['mfu']) for m in ('pre_ln', 'sas_p'))} |",
+    ]
     return "\n".join(lines)
 
 
@@ -556,6 +591,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "readme-speed": readme_speed_table,
     "training-bf16-fidelity": bf16_fidelity_table,
     "speed-bf16": bf16_speed_table,
+    "readme-speed-bf16": readme_bf16_table,
 }
 
 #: the pages that hold generated blocks or checked facts
@@ -618,7 +654,94 @@ def unchecked_verdicts() -> list[str]:
 
 def facts() -> list[Fact]:
     """Every number and verdict of hand-written prose on `PAGES` that the committed JSON determines."""
-    return [*reproduction_facts(), *depth_facts(), *raptr_facts(), *speed_facts()]
+    return [*reproduction_facts(), *depth_facts(), *raptr_facts(), *speed_facts(), *bf16_facts(), *bf16_speed_facts()]
+
+
+def _largest_difference(label: str) -> float:
+    return max(abs(d) for c in bf16_fidelity()["comparison"][label].values() for d in c["difference"])
+
+
+def _seed_ranges(*labels: str) -> list[float]:
+    rows = bf16_fidelity()["comparison"]
+    return [c["float32_range"] for label in labels for c in rows[label].values()]
+
+
+def _within(*labels: str) -> str:
+    rows = bf16_fidelity()["comparison"]
+    return "both" if all(c["within_float32_spread"] for label in labels for c in rows[label].values()) else "NOT"
+
+
+def bf16_speed_facts() -> list[Fact]:
+    """The prose of docs/speed.md's bf16 limits: the `--dtype bf16` run and the bf16 GEMV rates."""
+    (name,) = BF16_RUNS
+    r = run(name)
+    peaks = r["meta"]["gemm_peak_gflops"]
+    precision = r["precision"]
+    speedup = {
+        k: {m: precision[k][m]["bf16_vs_float32"]["ratio_median"] for m in ("pre_ln", "sas_p")}
+        for k in precision
+        if k in ("train", "generate_batch_1")
+    }
+    mfu = r["mfu"]["pre_ln"]
+    rows = json.loads((BENCHMARK / "gemv_bf16.json").read_text())["rows"]
+    gemv = {"bf16": [row["linear_GBps"] for row in rows], "float32": [row["float32_linear_GBps"] for row in rows]}
+    return [
+        Fact(
+            "docs/speed.md",
+            f"pre_ln's bf16 MFU is {num(100 * mfu['mfu'], 1)}% (GEMM-time share {num(100 * mfu['gemm_time_share'], 1)}%)",
+        ),
+        Fact(
+            "docs/speed.md",
+            f"a step gains {num(speedup['train']['pre_ln'])}× (pre_ln) where the GEMM peaks differ "
+            f"{num(peaks['bf16'] / peaks['float32'], 2)}× ({peaks['float32']:.0f} against {peaks['bf16']:.0f} GFLOP/s)",
+        ),
+        Fact("docs/speed.md", f"sas_p gains less, {num(speedup['train']['sas_p'])}×"),
+        Fact(
+            "docs/speed.md",
+            f"sas_p / pre_ln is {num(ratio(r['train'], 'sas_p', 'pre_ln')['median'])} in bf16 against its bound of "
+            f"{num(r['train']['sas_p']['flop_bound_vs_pre_ln'])}",
+        ),
+        Fact(
+            "docs/speed.md",
+            f"Decoding with bf16 weights gains {num(speedup['generate_batch_1']['pre_ln'])}× and "
+            f"{num(speedup['generate_batch_1']['sas_p'])}× (pre_ln, sas_p; batch 1)",
+        ),
+        Fact(
+            "docs/speed.md",
+            f"streams bf16 weights at {span(gemv['bf16'], 1)} GB/s where the float32 rule streams float32 ones at "
+            f"{span(gemv['float32'], 1)}",
+        ),
+    ]
+
+
+def bf16_facts() -> list[Fact]:
+    """The prose of docs/training.md's bf16 section: the fidelity runs."""
+    page = "docs/training.md"
+    result = bf16_fidelity()
+    edge = result["comparison"]["sas @ 0.016"]["end_train_loss"]
+    reruns = ", ".join(run.replace(" seed ", ", seed ") for run in result["float32_vs_committed"])
+    same = set(result["float32_vs_committed"].values()) == {"equal"}
+    return [
+        Fact(page, f"one rerun ({reruns}) {'reproduced' if same else 'DID NOT reproduce'} the committed record's"),
+        Fact(
+            page,
+            f"pre_ln and sas_p are within it on {_within('pre_ln @ 0.004', 'sas_p @ 0.008')} criteria: bf16 moves their final losses by at most {num(_largest_difference('pre_ln @ 0.004'), 4)} and "
+            f"{num(_largest_difference('sas_p @ 0.008'), 4)}, where their float32 seeds differ by "
+            f"{span(_seed_ranges('pre_ln @ 0.004', 'sas_p @ 0.008'), 4)}",
+        ),
+        Fact(
+            page,
+            f"sas at its own lr, 1.6e-2, is not: bf16 moves its training loss by {signed(edge['difference'][0], 4)} "
+            f"and {signed(edge['difference'][1], 4)} (seeds 0 and 1), more than its float32 seeds differ "
+            f"({num(edge['float32_range'], 4)})",
+        ),
+        Fact(
+            page,
+            f"at Pre-LN's lr, 4e-3, sas in bf16 is within its float32 spread ({_within('sas @ 0.004')} criteria, "
+            f"differences at most {num(_largest_difference('sas @ 0.004'), 4)} against a seed range of "
+            f"{span(_seed_ranges('sas @ 0.004'), 4)})",
+        ),
+    ]
 
 
 #: counts as the prose spells them

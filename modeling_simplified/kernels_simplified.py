@@ -39,7 +39,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """`F.linear(x, W, b)`. One float32 row on the CPU without autograd (batch-1 decoding, memory-bound) is computed
     as the first column of `W·[x, x]ᵀ`: the BLAS's GEMM reads W about twice as fast as the matrix-vector product
     that `F.linear` takes for one row (docs/speed.md, Decoding). In bf16 it is the other way round (oneDNN's
-    one-row product read bf16 weights 1.2–1.7× as fast as its GEMM with two columns: `benchmarks/gemv.py`), so
+    one-row product read bf16 weights 1.1–1.7× as fast as its GEMM with two columns: `benchmarks/gemv.py`), so
     16-bit weights take `F.linear`. A fixed rule by shape, dtype and device, so the same inputs take the same kernel
     in every process; plain tensors only (a DTensor or quantised weight keeps its own). Under autocast, `F.linear`
     itself (its result in the autocast dtype, bias included)."""

@@ -39,6 +39,7 @@ def tiny_runs(tmp_path_factory):
     return root, outs
 
 
+@pytest.mark.slow  # the shared two-command fixture takes a minute
 def test_same_command_same_losses(tiny_runs):
     _, (a, b) = tiny_runs
     runs_a = json.loads((a / "results.json").read_text())["runs"]
@@ -49,6 +50,7 @@ def test_same_command_same_losses(tiny_runs):
         assert ra["eval_loss"] == rb["eval_loss"] and ra["train_loss"] == rb["train_loss"]
 
 
+@pytest.mark.slow  # the shared two-command fixture takes a minute
 def test_outputs_written(tiny_runs):
     _, (out, _) = tiny_runs
     names = ("results.md", "results.json", "lr_sweep.png", "loss_vs_step.png", "loss_vs_time.png", "gains.png")
@@ -333,6 +335,7 @@ def test_variants_and_their_plans(tmp_path):
     assert plan.preset.model["num_hidden_layers"] == 18 and plan.preset.training.max_steps == 43000
 
 
+@pytest.mark.slow  # the shared two-command fixture takes a minute
 def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypatch, tmp_path):
     root, (out, _) = tiny_runs
     before = json.loads((out / "results.json").read_text())
@@ -353,6 +356,7 @@ def test_finished_runs_are_reused_and_changed_ones_retrained(tiny_runs, monkeypa
             reproduce_main([*changed, "--output-dir", str(tmp_path / "changed")])
 
 
+@pytest.mark.slow  # the shared two-command fixture takes a minute
 def test_an_interrupted_run_is_the_one_trained_again(tiny_runs, monkeypatch, tmp_path):
     root, _ = tiny_runs
     argv = [*TINY, *SWEEP, "--blocks", "pre_ln", "sas_p", "--runs-dir", str(root / "runs1")]

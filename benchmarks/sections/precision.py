@@ -20,10 +20,11 @@ from benchmarks.common import (
     round_robin_processes,
 )
 
+from . import generate
+
 ON_CUDA = True
 BF16 = True
 NAMES = ("pre_ln", "sas_p")
-PROMPT = 32
 
 
 def run(ctx: Context) -> dict:
@@ -38,31 +39,16 @@ def run(ctx: Context) -> dict:
         | {"bf16_vs_float32": ratios({d: steps[f"{name} {d}"] for d in DTYPES}, "float32")["bf16"]}
         for name in NAMES
     }
-    new_tokens = 16 if ctx.quick else 128
     torch.manual_seed(0)
     models = {
         f"{name} {dtype}": ctx.build(name).eval().to(torch_dtype)
         for name in NAMES
         for dtype, torch_dtype in DTYPES.items()
     }
-    prompt = ctx.ids(vocab_low=1, batch=1, seq=PROMPT, seed=1)
-    kw = dict(
-        attention_mask=torch.ones_like(prompt),
-        max_new_tokens=new_tokens,
-        min_new_tokens=new_tokens,
-        do_sample=False,
-        eos_token_id=None,
-        pad_token_id=0,
-    )
-
-    def generate(name, model):
-        with torch.no_grad():
-            model.generate(prompt, **kw)
-
-    decoded = round_robin(models, ctx.timed(generate), ctx.rounds)
+    decoded = round_robin(models, ctx.timed(generate.greedy(ctx, 1)), ctx.rounds)
     out["generate_batch_1"] = {
         name: {dtype: decoded[f"{name} {dtype}"] for dtype in DTYPES}
-        | {"tokens_per_s": {d: new_tokens / decoded[f"{name} {d}"]["median_s"] for d in DTYPES}}
+        | {"tokens_per_s": {d: generate.new_tokens(ctx) / decoded[f"{name} {d}"]["median_s"] for d in DTYPES}}
         | {"bf16_vs_float32": ratios({d: decoded[f"{name} {d}"] for d in DTYPES}, "float32")["bf16"]}
         for name in NAMES
     }

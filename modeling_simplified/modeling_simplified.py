@@ -507,6 +507,45 @@ class RunningMean:
             sums, counts = tokens.sum(1, keepdim=True), counts.sum(-1, keepdim=True)
         return (sums / counts.clamp(min=1)[:, :, None]).view(batch, -1, heads, dim).to(values.dtype)
 
+    def adjoint(self, grad: torch.Tensor, causal: bool) -> torch.Tensor:
+        """`Cᵀ·grad`, the gradient with respect to the values of the centring term `C·X`, for `grad` `(B, T, H, D)` (a
+        result per query): `(B, H, T, D)` in `grad`'s dtype, computed in at least float32. Key j gets
+        `mask_j·Σ_{i ≥ j} grad_i / n_i` (causal, `n_i` the real keys up to query i) or `mask_j·Σ_i grad_i / n`
+        (bidirectional): a reverse running sum, O(T) where the kernel's backward is O(T²)."""
+        batch, length, heads, dim = grad.shape
+        compute = torch.promote_types(grad.dtype, torch.float32)
+        grad = grad.to(compute).reshape(batch, length, heads * dim)
+        if self.key_mask is None:
+            counts = torch.ones(length, device=grad.device, dtype=compute).expand(batch, -1)
+        else:
+            counts = self.key_mask[:, :length].to(device=grad.device, dtype=compute)
+        if causal:
+            per_query = grad / counts.cumsum(-1).clamp(min=1)[:, :, None]
+            # Σ_{i ≥ j} = the total − Σ_{i ≤ j} + the term at j
+            keys = per_query.sum(1, keepdim=True) - running_sum(per_query) + per_query
+        else:
+            keys = (grad.sum(1, keepdim=True) / counts.sum(-1, keepdim=True).clamp(min=1)[:, :, None]).expand_as(grad)
+        if self.key_mask is not None:
+            keys = keys * counts[:, :, None]
+        return keys.view(batch, length, heads, dim).transpose(1, 2).to(grad.dtype)
+
+
+class _KernelCentre(torch.autograd.Function):
+    """The centring term `C·X` as the attention kernel computed it (its zero-query call, rounded as `A·X` is: shaped
+    attention stays exactly the identity at init in 16 bits), differentiated in closed form by
+    `RunningMean.adjoint` instead of by the kernel's backward (O(T²) for a gradient that is a reverse running sum).
+    `C` depends on the values only: the keys and the all-zero queries get no gradient, as the kernel's backward
+    would give them."""
+
+    @staticmethod
+    def forward(ctx, values, centre, running_mean: "RunningMean", causal: bool):
+        ctx.running_mean, ctx.causal = running_mean, causal
+        return centre.view_as(centre)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.running_mean.adjoint(grad, ctx.causal), None, None, None
+
 
 class SoftmaxMixing(nn.Module):
     """Plain attention: the output of the attention interface as is."""
@@ -707,6 +746,11 @@ class SimplifiedAttention(nn.Module):
         own_keys = running_mean is not None and self.config._attn_implementation in OWN_KERNELS
         if self.mixing.centred and own_keys and _attends_in_full_precision(query):
             centre = running_mean(repeat_kv(current_value, self.num_key_value_groups), self.is_causal)
+        elif self.mixing.centred and own_keys and torch.is_grad_enabled():
+            with torch.no_grad():  # the kernel's rounding forward; `RunningMean.adjoint`'s gradient backward
+                centre = per_head(attend(torch.zeros_like(query), 0.0)[0])
+            values = repeat_kv(current_value, self.num_key_value_groups)
+            centre = _KernelCentre.apply(values, centre, running_mean, self.is_causal)
         elif self.mixing.centred:  # softmax over all-zero logits is uniform over the keys the mask and cache allow
             centre, centre_weights = attend(torch.zeros_like(query), 0.0)
             centre = per_head(centre)

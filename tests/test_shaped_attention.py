@@ -5,6 +5,7 @@ import torch
 from conftest import TINY, perturb_, tiny_config
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 
+import modeling_simplified.modeling_simplified as modeling
 from modeling_simplified import SimplifiedModel
 from modeling_simplified.compat_simplified import CACHE_FIELD
 from modeling_simplified.kernels_simplified import _ShapedCombination
@@ -290,12 +291,13 @@ def test_shaped_combination_per_sample_gradients_with_vmap():
 PRECISIONS = ("autocast", "bf16_weights")
 
 
-def _bf16_mixing_at_init(block_type, causal, padding, attn_implementation, precision):
+def _bf16_mixing_at_init(block_type, causal, padding, attn_implementation, precision, training=False):
     """Every layer's mixing input X and output, `(B, T, H, D)`, of a model at init run in `precision`, on the real
-    tokens; `padding` "packed" gives one row of three sequences (positions restarting, no mask)."""
+    tokens; `padding` "packed" gives one row of three sequences (positions restarting, no mask). `training`: a
+    training forward (gradients recorded), else an inference one."""
     torch.manual_seed(0)
     config = tiny_config(block_type, is_causal=causal, hidden_size=128, num_hidden_layers=2)
-    model = SimplifiedModel(config).eval()
+    model = SimplifiedModel(config).train(training)
     model.set_attn_implementation(attn_implementation)
     if precision == "bf16_weights":
         model = model.to(torch.bfloat16)
@@ -305,12 +307,12 @@ def _bf16_mixing_at_init(block_type, causal, padding, attn_implementation, preci
         inputs = {"input_ids": ids[:1], "position_ids": torch.tensor([[0, 1, 0, 1, 2, 0, 1]])}
     seen = []
     handles = [layer.attn.mixing.register_forward_hook(_recorder(seen), with_kwargs=True) for layer in model.layers]
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast"):
+    with torch.set_grad_enabled(training), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast"):
         model(**inputs)
     for handle in handles:
         handle.remove()
     real = _real(inputs.get("attention_mask"), inputs["input_ids"])
-    return [(values[real], mixed[real]) for values, mixed in seen]
+    return [(values[real].detach(), mixed[real].detach()) for values, mixed in seen]
 
 
 def _recorder(seen: list):
@@ -320,18 +322,19 @@ def _recorder(seen: list):
     return hook
 
 
-@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize(("precision", "training"), [("autocast", False), ("autocast", True), ("bf16_weights", False)])
 @pytest.mark.parametrize("padding", (*PADDINGS, "packed"))
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
 @pytest.mark.parametrize("block_type", SHAPED)
-def test_identity_at_init_in_bf16_is_exact(block_type, causal, padding, precision):
-    """bf16 autocast (the Trainer's `bf16=True`) and bf16 weights, sdpa: at init (W^Q = 0, β = γ) every shaped
-    attention sub-block returns its input X bit for bit. `A·X` and `C·X` come from the same attention kernel in the
-    same dtype (so they are equal where A = C), and eq. 5 forms `β·AX − γ·CX` first (exactly 0), then adds `α·X`. (The
-    running mean, in float32, and sdpa, in bf16, used to differ by up to 0.0625 here.)"""
+def test_identity_at_init_in_bf16_is_exact(block_type, causal, padding, precision, training):
+    """bf16 autocast (the Trainer's `bf16=True`, in training and in inference) and bf16 weights, sdpa: at init
+    (W^Q = 0, β = γ) every shaped attention sub-block returns its input X bit for bit. `A·X` and `C·X` come from the
+    same attention kernel in the same dtype (so they are equal where A = C), and eq. 5 forms `β·AX − γ·CX` first
+    (exactly 0), then adds `α·X`. (The running mean, in float32, and sdpa, in bf16, used to differ by up to 0.0625
+    here.)"""
     if padding == "packed" and not causal:
         pytest.skip("packed rows are a causal-LM layout")
-    seen = _bf16_mixing_at_init(block_type, causal, padding, "sdpa", precision)
+    seen = _bf16_mixing_at_init(block_type, causal, padding, "sdpa", precision, training)
     assert len(seen) == 2
     for values, mixed in seen:
         expected_dtype = (
@@ -352,6 +355,38 @@ def test_eager_identity_at_init_in_bf16(block_type, padding, precision):
         assert torch.equal(mixed.to(values.dtype), values.to(torch.bfloat16).to(values.dtype))
         if precision == "bf16_weights":
             assert torch.equal(mixed, values)
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2], ids=["mha", "gqa"])
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_kernel_centring_gradient_is_the_kernels(monkeypatch, causal, padding, kv_heads):
+    """In training, the kernel's `C·X` (16 bits) is differentiated by `RunningMean.adjoint` (`_KernelCentre`), not by
+    the kernel's backward: every parameter's gradient equals the kernel's own, in float64 (the kernel path forced),
+    for causal and bidirectional models, padded rows and grouped-query heads. Queries are drawn non-zero (A ≠ C)."""
+    monkeypatch.setattr(modeling, "_attends_in_full_precision", lambda query: False)
+    ids = torch.randint(0, TINY["vocab_size"], (3, SEQ_LEN), generator=torch.Generator().manual_seed(1))
+
+    def gradients(own_kernels: frozenset) -> dict:
+        monkeypatch.setattr(modeling, "OWN_KERNELS", own_kernels)
+        torch.manual_seed(0)
+        values = {} if kv_heads == 4 else {"value_mode": "linear", "first_layer_value_mode": "linear"}  # (GQA's need)
+        config = tiny_config("sas", is_causal=causal, num_key_value_heads=kv_heads, **values)
+        model = SimplifiedModel(config).double().train()
+        perturb_(model)
+        centres = []
+        for layer in model.layers:
+            layer.attn.mixing.register_forward_hook(
+                lambda m, args, kwargs, out: centres.append(type(kwargs["centre"].grad_fn).__name__), with_kwargs=True
+            )
+        model(ids, attention_mask=_padding_mask(padding)).last_hidden_state.square().sum().backward()
+        return centres, {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+    closed_form, expected = gradients(modeling.OWN_KERNELS), gradients(frozenset())
+    assert closed_form[0] == ["_KernelCentreBackward"] * 2 and "_KernelCentreBackward" not in expected[0]
+    assert closed_form[1].keys() == expected[1].keys()
+    for name, grad in expected[1].items():
+        torch.testing.assert_close(closed_form[1][name], grad, rtol=1e-9, atol=1e-12, msg=name)
 
 
 def test_bf16_centring_uses_the_attention_kernel_and_float32_the_running_mean(monkeypatch):

@@ -354,4 +354,6 @@ class SimplifiedTrainer(Trainer):
         ramp = getattr(self.optimizer, "optimizer", self.optimizer)  # accelerate wraps the optimizer
         if isinstance(ramp, BatchRampAdamW) and "loss" in logs:
             logs["batch_size"] = ramp.batch_size()
+        if "train_runtime" in logs and "train_loss" in logs:  # the final line's loss is the mean over the steps
+            logs["train_loss_mean"] = logs.pop("train_loss")
         super().log(logs, start_time)

@@ -171,7 +171,8 @@ def firewall(monkeypatch):
     return loaded
 
 
-def test_a_paper_preset_trains_on_a_local_folder_behind_a_firewall(tmp_path, firewall):
+def test_a_paper_preset_trains_on_a_local_folder_behind_a_firewall(tmp_path, capsys, firewall):
+    """...and the console names its two training losses: the Trainer's last line the mean, the summary both."""
     folder = _code_folder(tmp_path / "localds")
     run = tmp_path / "run"
     shrink = [arg for a in SHRINK for arg in ("--set", a)]
@@ -180,6 +181,13 @@ def test_a_paper_preset_trains_on_a_local_folder_behind_a_firewall(tmp_path, fir
     assert firewall == [(str(folder), "train"), (str(folder), "validation")]
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["dataset"] == str(folder) and metrics["steps"] == 2
+    assert metrics["training_precision"] == "float32"
+    out = capsys.readouterr().out
+    trainer_line = next(line for line in out.splitlines() if "train_steps_per_second" in line)
+    assert "'train_loss_mean'" in trainer_line and "'train_loss'" not in trainer_line
+    summary = json.loads(out.split(f"simplified-train: done in {run}: ", 1)[1].splitlines()[0])
+    assert summary["train_loss_final"] == round(metrics["train_loss"], 4)
+    assert summary["train_loss_mean"] == round(metrics["train_loss_mean"], 4) and "train_loss" not in summary
 
 
 def test_an_unreachable_eval_set_names_the_flag_that_replaces_it(tmp_path, capsys, firewall):

@@ -654,7 +654,35 @@ def unchecked_verdicts() -> list[str]:
 
 def facts() -> list[Fact]:
     """Every number and verdict of hand-written prose on `PAGES` that the committed JSON determines."""
-    return [*reproduction_facts(), *depth_facts(), *raptr_facts(), *speed_facts(), *bf16_facts(), *bf16_speed_facts()]
+    return [
+        *reproduction_facts(),
+        *depth_facts(),
+        *raptr_facts(),
+        *speed_facts(),
+        *bf16_facts(),
+        *bf16_speed_facts(),
+        *bf16_cpu_facts(),
+    ]
+
+
+def bf16_cpu_facts() -> list[Fact]:
+    """docs/training.md's bf16-on-a-CPU paragraph: `benchmarks/bf16_crossover.py`'s one-thread rows."""
+    rows = run("bf16_crossover")["rows"]
+    narrow = [r for r in rows if r["batch"] == 8]
+    ratio = {b: span([r["bf16_over_float32"] for r in narrow if r["block_type"] == b], 2) for b in ("pre_ln", "sas_p")}
+    (demo,) = [r for r in rows if r["batch"] == 32]
+    widths = sorted({r["hidden_size"] for r in narrow})
+    slower = "every width" if all(r["bf16_over_float32"] > 1 for r in narrow) else "SOME widths"
+    top = run("bf16_crossover")["bf16_slower_up_to_hidden_size"]
+    page = "docs/training.md"
+    return [
+        Fact(page, f"hidden_size {widths[0]} to {widths[-1]} on ONE thread"),
+        Fact(page, f"bf16 was slower at {slower}: its step took {ratio['pre_ln']}× float32's for pre_ln and "),
+        Fact(page, f"{ratio['sas_p']}× for sas_p (medians"),
+        Fact(page, f"and {num(demo['bf16_over_float32'], 2)}× at the demo's shape"),
+        Fact(page, f"only above hidden_size {top} (not measured here"),
+        Fact(page, f"at hidden_size ≤ {top} prints one"),
+    ]
 
 
 def _largest_difference(label: str) -> float:

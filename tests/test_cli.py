@@ -172,16 +172,18 @@ def firewall(monkeypatch):
 
 
 def test_a_paper_preset_trains_on_a_local_folder_behind_a_firewall(tmp_path, capsys, firewall):
-    """...and the console names its two training losses: the Trainer's last line the mean, the summary both."""
+    """...and the console names its two training losses (the Trainer's last line the mean, the summary both); the
+    run's precision is in metrics.json and the card."""
     folder = _code_folder(tmp_path / "localds")
     run = tmp_path / "run"
     shrink = [arg for a in SHRINK for arg in ("--set", a)]
-    argv = ["--preset", "codeparrot-sas_p", "--dataset", str(folder), "--max-steps", "2", "--no-export"]
+    argv = ["--preset", "codeparrot-sas_p", "--dataset", str(folder), "--max-steps", "2"]
     assert main([*argv, *shrink, "--output-dir", str(run)]) == 0
     assert firewall == [(str(folder), "train"), (str(folder), "validation")]
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["dataset"] == str(folder) and metrics["steps"] == 2
     assert metrics["training_precision"] == "float32"
+    assert "| training precision | float32 |" in (run / "export" / "README.md").read_text()
     out = capsys.readouterr().out
     trainer_line = next(line for line in out.splitlines() if "train_steps_per_second" in line)
     assert "'train_loss_mean'" in trainer_line and "'train_loss'" not in trainer_line

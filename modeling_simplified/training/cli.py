@@ -14,6 +14,8 @@ import os
 import sys
 from pathlib import Path
 
+import torch
+
 from modeling_simplified.configuration_simplified import BLOCK_TYPES
 
 from .plan import RaptrOptions, TrainPlan
@@ -249,7 +251,7 @@ def print_presets(name: str | None = None) -> int:
 
 # -- bf16 on a CPU ---------------------------------------------------------------------------------------------
 #: The widest model (hidden_size) whose training step `benchmarks/bf16_crossover.py` measured slower under bf16
-#: autocast than in float32 on a CPU thread; every narrower one measured slower too (docs/benchmark/bf16_crossover.json,
+#: autocast than in float32 on one CPU thread; every narrower one measured slower too (docs/benchmark/bf16_crossover.json,
 #: docs/training.md, "bf16"). Wider ones were not measured there.
 BF16_CPU_SLOWER_UP_TO = 768
 
@@ -257,11 +259,7 @@ BF16_CPU_SLOWER_UP_TO = 768
 def bf16_warning(preset) -> str | None:
     """One line when `--bf16` asks for a CPU run at a width measured slower in bf16 (`BF16_CPU_SLOWER_UP_TO`)."""
     width = preset.model.get("hidden_size", 768)
-    if not preset.training.bf16 or width > BF16_CPU_SLOWER_UP_TO:
-        return None
-    import torch
-
-    if torch.cuda.is_available():
+    if not preset.training.bf16 or width > BF16_CPU_SLOWER_UP_TO or torch.cuda.is_available():
         return None
     return (
         f"--bf16 at hidden_size {width} on a CPU: a training step measured slower in bf16 than in float32 at every "

@@ -193,8 +193,8 @@ def preset_delta(name: str) -> dict[str, Any]:
     """The delta on its family that a named preset's row stands for: each field in its section, and `block_type`
     from the row's name when that is a block type."""
     catalogue = _catalogue()
-    near = nearest_names(name, catalogue, n=3, cutoff=SUGGESTION_CUTOFF)
-    if name not in catalogue and near:
+    near = [] if name in catalogue else nearest_names(name, catalogue, n=3, cutoff=SUGGESTION_CUTOFF)
+    if near:  # the nearest names rather than all of them
         raise UsageError(
             f"unknown preset {name!r}; did you mean {', '.join(map(repr, near[:-1]))}{' or ' if near[1:] else ''}"
             f"{near[-1]!r}? (simplified-train --list-presets lists them all; or a path to a preset .json file)"

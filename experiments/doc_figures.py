@@ -464,23 +464,25 @@ def readme_speed_table() -> str:
     )
     decode = run(CURRENT_RUNS[0])["generate"]
     lines = [
-        "| ratio | bound | pooled median (per-round range) |",
+        "| × faster than (the first over the second; above 1: the first is faster) | bound | pooled median "
+        "(per-round range) |",
         "|---|---|---|",
-        f"| training: sas_p / pre_ln | {num(pooled(SAS_P_TRAIN)['pooled']['bound'])} | {figure(SAS_P_TRAIN)} |",
-        f"| training: sas / pre_ln | {num(pooled(SAS_TRAIN)['pooled']['bound'])} | {figure(SAS_TRAIN)} |",
-        f"| training: our pre_ln / `GPT2LMHeadModel` | 1.000 | {gpt2} |",
-        f"| training: `pre_ln_llama` / `LlamaForCausalLM` | 1.000 | {figure(LLAMA_TRAIN)}; by run "
+        f"| training: sas_p × faster than pre_ln | {num(pooled(SAS_P_TRAIN)['pooled']['bound'])} | "
+        f"{figure(SAS_P_TRAIN)} |",
+        f"| training: sas × faster than pre_ln | {num(pooled(SAS_TRAIN)['pooled']['bound'])} | {figure(SAS_TRAIN)} |",
+        f"| training: our pre_ln × faster than `GPT2LMHeadModel` | 1.000 | {gpt2} |",
+        f"| training: `pre_ln_llama` × faster than `LlamaForCausalLM` | 1.000 | {figure(LLAMA_TRAIN)}; by run "
         f"{span(by_run(LLAMA_TRAIN))} |",
     ]
     for batch in (1, 8):
         bound = decode[f"batch_{batch}"]["sas_p"]["weight_bound_vs_gpt2"]
         lines.append(
-            f"| `generate`, batch {batch}: sas_p / pre_ln / GPT-2 | {num(bound)} / 1.000 | "
+            f"| `generate`, batch {batch}: sas_p / pre_ln × faster than GPT-2 | {num(bound)} / 1.000 | "
             f"{median(f'generate batch {batch}: sas_p')} / {median(f'generate batch {batch}: pre_ln')} |"
         )
     score_bound = num(pooled(target("scoring 8x128: sas /"))["pooled"]["bound"])
     lines.append(
-        f"| scoring 8 × 128: sas / sas_p over pre_ln | {score_bound} | "
+        f"| scoring 8 × 128: sas / sas_p × faster than pre_ln | {score_bound} | "
         f"{median('scoring 8x128: sas /')} / {median('scoring 8x128: sas_p')} |"
     )
     return "\n".join(lines)
@@ -654,7 +656,36 @@ def unchecked_verdicts() -> list[str]:
 
 def facts() -> list[Fact]:
     """Every number and verdict of hand-written prose on `PAGES` that the committed JSON determines."""
-    return [*reproduction_facts(), *depth_facts(), *raptr_facts(), *speed_facts(), *bf16_facts(), *bf16_speed_facts()]
+    return [
+        *reproduction_facts(),
+        *depth_facts(),
+        *raptr_facts(),
+        *speed_facts(),
+        *bf16_facts(),
+        *bf16_speed_facts(),
+        *bf16_cpu_facts(),
+    ]
+
+
+def bf16_cpu_facts() -> list[Fact]:
+    """docs/training.md's bf16-on-a-CPU paragraph: `benchmarks/bf16_crossover.py`'s one-thread rows."""
+    rows = run("bf16_crossover")["rows"]
+    narrow = [r for r in rows if r["batch"] == 8]
+    ratio = {b: span([r["bf16_over_float32"] for r in narrow if r["block_type"] == b], 2) for b in ("pre_ln", "sas_p")}
+    (demo,) = [r for r in rows if r["batch"] == 32]
+    widths = sorted({r["hidden_size"] for r in narrow})
+    slower = "every width" if all(r["bf16_over_float32"] > 1 for r in narrow) else "SOME widths"
+    top = run("bf16_crossover")["bf16_slower_up_to_hidden_size"]
+    page = "docs/training.md"
+    return [
+        Fact(page, f"hidden_size {widths[0]} to {widths[-1]} on ONE thread"),
+        Fact(page, f"bf16 was slower at {slower}: its step took {ratio['pre_ln']}× float32's for pre_ln and "),
+        Fact(page, f"{ratio['sas_p']}× for sas_p (medians"),
+        Fact(page, f"and {num(demo['bf16_over_float32'], 2)}× at the demo's shape"),
+        Fact(page, f"only above hidden_size {top} (not measured here"),
+        Fact(page, f"at hidden_size ≤ {top} prints one"),
+        Fact("README.md", f"up to hidden_size {top}, a bf16 training step measured slower than float32's"),
+    ]
 
 
 def _largest_difference(label: str) -> float:
@@ -929,8 +960,13 @@ def readme_reproduction_facts() -> list[Fact]:
     mlm_ahead = [_ahead(mlm, "best_lr", f"{b} within 2%")[0] for b in ("SAS", "SAS-P")]
     mlm_shared = _common([verdict_word(claim(mlm, "shared_lr", f"{b} within 2%")["verdict"]) for b in ("SAS", "SAS-P")])
     finetune = _common([verdict_word(c["verdict"]) for c in mlm["finetune"]["claims"]])
-    page = "README.md"
-    return [
+    fig5 = "SAS and SAS-P ahead of Pre-LN at equal measured time (Fig. 5) " + _common(
+        [in_both(cp, f"{b} ahead of Pre-LN") for b in ("SAS", "SAS-P")]
+    )
+    # the README's few sentences, and docs/reproduction.md's "In short", the README's paragraph of before
+    readme = [Fact("README.md", fig5), Fact("README.md", f"a {span(gaps, 2)}-nat generalisation gap")]
+    page = "docs/reproduction.md"
+    return readme + [
         Fact(page, f"On next-token prediction every sweep {bracketed(cp)} its optimum"),
         Fact(
             page,
@@ -943,11 +979,7 @@ def readme_reproduction_facts() -> list[Fact]:
             f"({lrs['sas'] / shared_lr:g}× and {lrs['sas_p'] / shared_lr:g}× Pre-LN's",
         ),
         Fact(page, f"by {ahead['shared_lr'][0]}% and {ahead['shared_lr'][1]}% at Pre-LN's"),
-        Fact(
-            page,
-            "SAS and SAS-P ahead of Pre-LN at equal measured time (Fig. 5) "
-            + _common([in_both(cp, f"{b} ahead of Pre-LN") for b in ("SAS", "SAS-P")]),
-        ),
+        Fact(page, fig5),
         Fact(
             page,
             f"SAS-P ahead of SAS at equal time {in_both(cp, 'SAS-P ahead of SAS')}"
@@ -1050,7 +1082,7 @@ def depth_facts() -> list[Fact]:
             f"cosine {span([o['token_cosine'][-1] for o in others])}, effective rank "
             f"{span([o['effective_rank'][-1] for o in others])} after the last block at both depths",
         ),
-        Fact("README.md", f"{runs} runs, {minutes} minutes of training on one core"),
+        Fact("docs/reproduction.md", f"{runs} runs, {minutes} minutes of training on one core"),
     ]
 
 

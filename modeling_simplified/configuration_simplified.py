@@ -620,6 +620,12 @@ _GENERIC_KEYS = frozenset(
 )
 
 
+def nearest_names(word: str, names, n: int = 1, cutoff: float = MISSPELLING_CUTOFF) -> list[str]:
+    """The names closest to `word` (difflib's ratio ≥ `cutoff`), best first: what a misspelt key was meant to be.
+    The config's own check and the CLI's suggestions (`simplified-train --set`, `--preset`) both use it."""
+    return difflib.get_close_matches(word, list(names), n=n, cutoff=cutoff) if isinstance(word, str) else []
+
+
 def _check_no_misspelt_field(extra: dict) -> None:
     """One ValueError naming the field meant for a key that is not a field but close to one (`hiden_size=256` would
     otherwise be stored as an extra attribute and the model built at the default width). Keys of transformers' own
@@ -627,7 +633,7 @@ def _check_no_misspelt_field(extra: dict) -> None:
     pass, as transformers lets them."""
     fields = list(SimplifiedConfig.__annotations__)
     for key in extra:
-        meant = difflib.get_close_matches(key, fields, n=1, cutoff=MISSPELLING_CUTOFF) if isinstance(key, str) else []
+        meant = nearest_names(key, fields)
         if meant and not key.startswith("_") and key not in _generic_keys():
             raise ValueError(
                 f"SimplifiedConfig: {key!r} is not a field; did you mean {meant[0]!r}? (an unknown key would be kept "

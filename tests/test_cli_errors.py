@@ -198,3 +198,18 @@ def test_train_broken_preset_file_is_one_line(tmp_path, capsys):
     preset.write_text('{"paper": ')
     assert train_main(["--preset", str(preset), "--output-dir", str(tmp_path / "run")]) == 2
     _one_line(capsys.readouterr().err, "simplified-train: error:", str(preset))
+
+
+def test_train_init_from_bad_block_type_is_refused_before_any_data_is_loaded(saved, tmp_path, capsys, monkeypatch):
+    """A config.json with an invalid field is refused while planning: the GLUE data is never loaded or tokenised."""
+    from modeling_simplified.training import api
+
+    folder = _copy(saved, tmp_path)
+    raw = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**raw, "block_type": "sas_pp"}))
+    loaded = []
+    monkeypatch.setattr(api, "build_task_data", lambda *a, **k: loaded.append(a))
+    argv = ["--preset", "glue-tiny", "--output-dir", str(tmp_path / "run"), "--init-from", str(folder)]
+    assert train_main(argv) == 2
+    _one_line(capsys.readouterr().err, "simplified-train: error:", str(folder / "config.json"), "block_type", "sas_pp")
+    assert loaded == [] and not (tmp_path / "run").exists()

@@ -112,6 +112,9 @@ def test_the_lora_example_fine_tunes_an_export_saves_reloads_and_merges(tmp_path
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # no library warning (PEFT's hidden label names, ...), and no empty Trainer folder left behind
+    assert not re.search(r"warn", done.stdout + done.stderr, re.IGNORECASE), done.stdout[-3000:] + done.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["adapter", "merged"]
     before, after = map(float, re.search(r"loss on the text: (\S+) before, (\S+) after 10 steps", done.stdout).groups())
     assert after < before, done.stdout
     assert "reloaded onto the base: identical logits: True" in done.stdout

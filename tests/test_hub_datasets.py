@@ -166,6 +166,31 @@ def test_a_hub_preset_without_the_hub_is_one_clear_error(tmp_path, offline):
     assert not run.exists()
 
 
+@pytest.mark.slow
+def test_a_dataset_loaded_once_trains_offline_from_the_cache(olah_hub, tmp_path):
+    """docs/training.md's warm cache: a run through the mirror fills `datasets`' cache under HF_HOME; the same
+    command with HF_HUB_OFFLINE=1 and no reachable endpoint then trains on the cached CodeParrot, never on other
+    data."""
+    home = tmp_path / "home"
+    args = ["--preset", "codeparrot-sas_p", "--max-steps", "2", "--no-export", *shrink("codeparrot-sas_p")]
+    done = simplified_train(olah_hub, home, *args, "--output-dir", str(tmp_path / "online"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    offline = {**olah_hub.env(home), "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "1"}
+    offline["HF_DATASETS_OFFLINE"] = "1"
+    run = tmp_path / "offline"
+    done = subprocess.run(
+        [sys.executable, "-m", "modeling_simplified.training.cli", *args, "--output-dir", str(run)],
+        cwd=REPO,
+        env=offline,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    online, cached = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("online", "offline"))
+    assert cached["dataset"] == CODEPARROT_TRAIN and cached["eval_loss"] == online["eval_loss"]
+
+
 # -- streaming ------------------------------------------------------------------------------------------------------
 #: streamed runs of both families: the Pile (streamed by its presets) and CodeParrot with `data.streaming=true`
 STREAMED = {

@@ -742,5 +742,8 @@ def test_bf16_option_trains_under_bf16_autocast(tmp_path, monkeypatch):
         losses[name] = json.loads((run / "metrics.json").read_text())["eval_loss"]
         assert json.loads((run / "preset.json").read_text())["training"]["bf16"] is bool(extra)
         assert json.loads((run / "export" / "config.json").read_text())["dtype"] == "float32"
+        precision = json.loads((run / "metrics.json").read_text())["training_precision"]
+        assert precision == ("bf16 mixed precision (bf16 autocast, float32 weights)" if extra else "float32")
+        assert f"| training precision | {precision} |" in (run / "export" / "README.md").read_text()
     assert dtypes == {torch.float32, torch.bfloat16}
     assert losses["bf16"] != losses["float32"] and abs(losses["bf16"] - losses["float32"]) < 0.05

@@ -38,17 +38,24 @@ from .raptr import RaptrCallback, RaptrSpecError
 from .runs import latest_checkpoint, pretrained_dir
 from .trainer import SimplifiedTrainer, training_arguments
 
-#: the figures `simplified-train` prints when a run ends (those of the task; floats rounded to 4 digits)
-SUMMARY_KEYS = (
-    "steps",
-    "tokens_seen",
-    "train_loss",
-    "eval_loss",
-    "perplexity",
-    "eval_accuracy",
-    "majority_baseline",
-    "wall_time_s",
-)
+#: the figures `simplified-train` prints when a run ends (those of the task; floats rounded to 4 digits): metrics.json
+#: key → the name printed. The training loss twice, each named for what it is: metrics.json's `train_loss` (the last
+#: logged value) as `train_loss_final`, and `train_loss_mean` over every step (the Trainer's final log line, which
+#: `SimplifiedTrainer.log` names so too).
+SUMMARY_KEYS = {
+    "steps": "steps",
+    "tokens_seen": "tokens_seen",
+    "train_loss": "train_loss_final",
+    "train_loss_mean": "train_loss_mean",
+    "eval_loss": "eval_loss",
+    "perplexity": "perplexity",
+    "eval_accuracy": "eval_accuracy",
+    "majority_baseline": "majority_baseline",
+    "training_precision": "training_precision",
+    "wall_time_s": "wall_time_s",
+}
+#: metrics.json's `training_precision` (and the model card's row) by `training.bf16`
+TRAINING_PRECISION = {False: "float32", True: "bf16 mixed precision (bf16 autocast, float32 weights)"}
 
 
 @dataclasses.dataclass
@@ -96,8 +103,8 @@ class TrainResult:
     def summary(self) -> dict[str, Any]:
         """The headline figures (`SUMMARY_KEYS` present for the task), floats rounded to 4 digits."""
         return {
-            k: round(self.metrics[k], 4) if isinstance(self.metrics[k], float) else self.metrics[k]
-            for k in SUMMARY_KEYS
+            name: round(self.metrics[k], 4) if isinstance(self.metrics[k], float) else self.metrics[k]
+            for k, name in SUMMARY_KEYS.items()
             if k in self.metrics
         }
 
@@ -280,6 +287,7 @@ def train(plan: TrainPlan) -> TrainResult:
         "train_loss_mean": totals["loss_sum"] / max(trainer.state.global_step, 1),
         "eval_loss": final_eval["eval_loss"],
         "learning_rate": preset.training.learning_rate,
+        "training_precision": TRAINING_PRECISION[preset.training.bf16],
         "train_time_s": train_time,
         "resumed_from": str(checked.resume_from) if checked.resume_from else None,
         # one entry per process: the steps it ran (up to its last checkpoint, for an interrupted one) and its time
@@ -313,6 +321,7 @@ def train(plan: TrainPlan) -> TrainResult:
             "steps": metrics["steps"],
             "tokens_seen": tokens,
             "learning_rate": preset.training.learning_rate,
+            "training_precision": TRAINING_PRECISION[preset.training.bf16],
             "train_loss": metrics["train_loss"],
             "eval_loss": metrics["eval_loss"],
             "perplexity": metrics.get("perplexity"),

@@ -14,6 +14,8 @@ import os
 import sys
 from pathlib import Path
 
+import torch
+
 from modeling_simplified.configuration_simplified import BLOCK_TYPES
 
 from .plan import RaptrOptions, TrainPlan
@@ -26,6 +28,7 @@ from .presets import (
     first_line,
     load_preset,
     parse_preset,
+    replace_dataset,
     switch_block_type,
 )
 
@@ -59,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--preset",
-        help="preset name (configuration/<name>.json) or path to a preset .json; "
-        "with --resume, defaults to the run's saved preset",
+        help="preset name (--list-presets; each is a row of a family's table in configuration/<family>.json) or "
+        "path to a preset .json; with --resume, defaults to the run's saved preset",
     )
     parser.add_argument(
         "--block-type", choices=BLOCK_TYPES, help="switch the block type (the family's sibling preset if there is one)"
@@ -73,8 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output-dir", help="run directory (default: runs/<preset>)")
     parser.add_argument(
         "--dataset",
-        help=f"'{EMBEDDED}' (offline corpus shipped with Python), a Hugging Face "
-        "dataset id, or a local dataset folder (data files or save_to_disk)",
+        help=f"'{EMBEDDED}' (offline corpus shipped with Python), a Hugging Face dataset id, or a local folder "
+        "(train.jsonl and validation.jsonl, or save_to_disk: docs/training.md); replaces the preset's eval set too "
+        "(its validation split)",
+    )
+    parser.add_argument(
+        "--eval-dataset",
+        help="the evaluation set when it is not --dataset's validation split: a Hugging Face dataset id or a local "
+        "folder (its data.eval_split, default validation)",
     )
     parser.add_argument("--dataset-config", help="dataset config name, e.g. the GLUE task (sst2, cola, mnli, ...)")
     parser.add_argument("--init-from", help="start from a pretrained run (its output dir, export or checkpoint)")
@@ -138,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         "MLP's 4 sub-MLPs (mlp) or of each layer's attention heads (attention); sizes count those units, "
         "e.g. --raptr 2-3-4 --raptr-variant mlp",
     )
-    parser.add_argument("--list-presets", action="store_true", help="print the presets and exit")
+    parser.add_argument("--list-presets", action="store_true", help="print the presets (name, task, dataset) and exit")
+    parser.add_argument("--show", metavar="PRESET", help="print a preset's setting and every field, and exit")
     return parser
 
 
@@ -165,14 +175,16 @@ def plan_from_args(args: argparse.Namespace) -> TrainPlan:
         preset = load_preset(args.preset, check=False)
     if args.block_type:
         preset = switch_block_type(preset, args.block_type, check=False)
+    if args.dataset:  # before --set, so that a --set data.<field> of the new dataset stays
+        replace_dataset(preset.data, args.dataset)
+    if args.eval_dataset:
+        preset.data.eval_dataset = args.eval_dataset
     for assignment in args.overrides:
         apply_override(preset, assignment)
     if args.max_steps is not None:
         if args.max_steps < 1:
             raise UsageError(f"--max-steps must be >= 1, got {args.max_steps}.")
         preset.training.max_steps, preset.training.num_train_epochs = args.max_steps, None
-    if args.dataset:
-        preset.data.dataset = args.dataset
     if args.dataset_config:
         preset.data.dataset_config = args.dataset_config
     if args.init_from:
@@ -215,17 +227,61 @@ def raptr_options(args: argparse.Namespace) -> RaptrOptions | None:
     )
 
 
+# -- the presets ------------------------------------------------------------------------------------------------
+def print_presets(name: str | None = None) -> int:
+    """`--list-presets`: one row per preset (name, task, dataset); `--show NAME`: its setting and every field. A
+    reader that stops early (`| head`) ends the output quietly, as Python's docs recommend (exit status 1)."""
+    try:
+        if name is None:
+            names = available_presets()
+            width = max(map(len, names))
+            for preset in (load_preset(n, check=False) for n in names):
+                config = f" ({preset.data.dataset_config})" if preset.data.dataset_config else ""
+                print(f"{preset.name:{width}s}  {preset.task:23s}  {preset.data.dataset}{config}")
+        else:
+            preset = load_preset(name, check=False)
+            print(f"{preset.name}: {preset.task}\n\n{preset.paper}\n")
+            print(json.dumps({k: v for k, v in preset.to_dict().items() if k != "paper"}, indent=2))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's exit flush would fail again
+        return 1
+    return 0
+
+
+# -- bf16 on a CPU ---------------------------------------------------------------------------------------------
+#: The widest model (hidden_size) whose training step `benchmarks/bf16_crossover.py` measured slower under bf16
+#: autocast than in float32 on one CPU thread; every narrower one measured slower too (docs/benchmark/bf16_crossover.json,
+#: docs/training.md, "bf16"). Wider ones were not measured there.
+BF16_CPU_SLOWER_UP_TO = 768
+
+
+def bf16_warning(preset) -> str | None:
+    """One line when `--bf16` asks for a CPU run at a width measured slower in bf16 (`BF16_CPU_SLOWER_UP_TO`)."""
+    width = preset.model.get("hidden_size", 768)
+    if not preset.training.bf16 or width > BF16_CPU_SLOWER_UP_TO or torch.cuda.is_available():
+        return None
+    return (
+        f"--bf16 at hidden_size {width} on a CPU: a training step measured slower in bf16 than in float32 at every "
+        f"hidden_size up to {BF16_CPU_SLOWER_UP_TO} (docs/training.md, bf16); training goes on in bf16."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit status (0, or 2 for bad input)."""
     args = build_parser().parse_args(argv)  # --help and bad options exit here, before the training stack loads
-    if args.list_presets:
-        for name in available_presets():
-            preset = load_preset(name, check=False)
-            print(f"{name:34s} {preset.task:24s} {preset.paper}")
-        return 0
+    if args.list_presets or args.show:
+        try:
+            return print_presets(args.show)
+        except UsageError as err:
+            print(f"simplified-train: error: {first_line(err)}", file=sys.stderr)
+            return 2
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         plan = plan_from_args(args)
+        warning = bf16_warning(plan.preset)
+        if warning:
+            print(f"simplified-train: warning: {warning}", file=sys.stderr)
         from .api import train  # the Trainer, datasets and matplotlib: only for a run
 
         result = train(plan)

@@ -120,6 +120,7 @@ def load_remote(
         return datasets.load_dataset(dataset_id, config, split=split, streaming=streaming, data_files=files)
     except Exception as err:  # noqa: BLE001 - every loading failure becomes one clear message
         files_field = field.replace("_split", "_data_files") if field else "the split's data_files"
+        evaluating = field == "data.eval_split"
         splits = (
             None if data_files or isinstance(err, (_NoSuchFolder, ConnectionError)) else _splits(dataset_id, config)
         )
@@ -127,7 +128,8 @@ def load_remote(
             raise UsageError(
                 f"cannot load dataset {where}: the dataset has the splits {', '.join(splits)}. Choose the "
                 f"repository's files for the split with {files_field} (a glob), or set {field or 'the split'} to one "
-                "of those splits."
+                "of those splits"
+                + (", or evaluate on another set (--eval-dataset DIR or id, data.eval_dataset)." if evaluating else ".")
             ) from None
         reason = " ".join(str(err).split())[:300] or type(err).__name__
         if data_files and not isinstance(err, ConnectionError):
@@ -141,10 +143,14 @@ def load_remote(
             check = "Check your connection and HF_ENDPOINT (HF_HUB_OFFLINE=1 allows only cached datasets)"
         else:
             check = "Check the id and your connection"
-        raise UsageError(
-            f"cannot load dataset {where}: {reason}. {check}, or train on the offline corpus that ships with Python "
-            f"(--dataset {EMBEDDED})."
-        ) from None
+        instead = (
+            "or evaluate on a local folder instead (--eval-dataset DIR, data.eval_dataset; --dataset DIR evaluates on "
+            "that folder's validation split)"
+            if evaluating
+            else f"or train on a local folder (--dataset DIR) or the offline corpus that ships with Python (--dataset "
+            f"{EMBEDDED})"
+        )
+        raise UsageError(f"cannot load dataset {where}: {reason}. {check}, {instead}.") from None
 
 
 def _splits(dataset_id: str, config: str | None) -> list[str] | None:

@@ -27,7 +27,13 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from modeling_simplified.configuration_simplified import BLOCK_PRESETS, BLOCK_TYPES, SimplifiedConfig, check_type
+from modeling_simplified.configuration_simplified import (
+    BLOCK_PRESETS,
+    BLOCK_TYPES,
+    SimplifiedConfig,
+    check_type,
+    nearest_names,
+)
 
 #: The recipe families: the package `modeling_simplified.configuration` (the root folder `configuration/`).
 PRESET_DIR = importlib.resources.files("modeling_simplified.configuration")
@@ -42,6 +48,10 @@ EMBEDDED_TASK = "stdlib-topic"
 
 #: SimplifiedConfig fields a preset or `--set` may name (the config's own fields; labels come from the data).
 MODEL_FIELDS: tuple[str, ...] = tuple(SimplifiedConfig.__annotations__)
+
+#: How close (difflib's ratio) a `--set` key or a preset name must be to a known one to be suggested: looser than
+#: the config's `MISSPELLING_CUTOFF`, which decides whether a key is an error at all; here it already is one.
+SUGGESTION_CUTOFF = 0.75
 
 
 class UsageError(ValueError):
@@ -183,6 +193,12 @@ def preset_delta(name: str) -> dict[str, Any]:
     """The delta on its family that a named preset's row stands for: each field in its section, and `block_type`
     from the row's name when that is a block type."""
     catalogue = _catalogue()
+    near = [] if name in catalogue else nearest_names(name, catalogue, n=3, cutoff=SUGGESTION_CUTOFF)
+    if near:  # the nearest names rather than all of them
+        raise UsageError(
+            f"unknown preset {name!r}; did you mean {', '.join(map(repr, near[:-1]))}{' or ' if near[1:] else ''}"
+            f"{near[-1]!r}? (simplified-train --list-presets lists them all; or a path to a preset .json file)"
+        )
     if name not in catalogue:
         raise UsageError(
             f"unknown preset {name!r}; available presets: {', '.join(sorted(catalogue))} "
@@ -355,6 +371,12 @@ def apply_override(preset: Preset, assignment: str) -> None:
     value = _parse_value(text)
     section, _, field = key.rpartition(".")
     section = section or "model"
+    meant = _meant_key(key, section, field)
+    if meant is not None:
+        raise UsageError(
+            f"--set {key}: unknown field {key!r}; did you mean {meant!r}? (simplified-train --show <preset> lists "
+            "every field with its value)"
+        )
     if section == "model":
         if field not in MODEL_FIELDS:
             raise UsageError(
@@ -373,6 +395,27 @@ def apply_override(preset: Preset, assignment: str) -> None:
             f"--set {key}: unknown {section} field {field!r}; allowed {section} fields: {', '.join(_names(cls))}."
         )
     setattr(targets[section], field, _typed(value, typing.get_type_hints(cls)[field], f"--set {key}"))
+
+
+def _meant_key(key: str, section: str, field: str) -> str | None:
+    """The `--set` key an unknown one was meant to be, None for a known key or one like no field: the field of
+    that name in another section (`learning_rate` → `training.learning_rate`), else the nearest field of any
+    section (`hiden_size` → `hidden_size`), as the config suggests for its own keys."""
+    if section in ("model", "training", "data") and field in _section_keys(section):
+        return None
+    qualified = {name: name if where == "model" else f"{where}.{name}" for name, where in _SECTION_OF.items()}
+    near = [field] if field in qualified else nearest_names(field, qualified, cutoff=SUGGESTION_CUTOFF)
+    return qualified[near[0]] if near else None
+
+
+def replace_dataset(spec: DataSpec, dataset: str) -> None:
+    """`--dataset`: train on `dataset` and evaluate on its own `eval_split`. A preset's separate eval set and its file
+    globs name the preset's own repositories (CodeParrot's `-valid` beside `-train`, the Pile's `val.jsonl.zst`):
+    they would score another distribution than the new training set's, and behind a firewall they would be the one
+    download left. `--eval-dataset` (`data.eval_dataset`) names another eval set."""
+    if dataset != spec.dataset:
+        spec.dataset = dataset
+        spec.eval_dataset = spec.train_data_files = spec.eval_data_files = None
 
 
 def add_set_option(parser, help: str) -> None:

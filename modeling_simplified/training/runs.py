@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .presets import UsageError
+from modeling_simplified.configuration_simplified import SimplifiedConfig
+
+from .presets import UsageError, first_line
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
@@ -42,7 +44,8 @@ def pretrained_dir(path: str) -> Path:
 
 
 def _checked_pretrained(folder: Path) -> Path:
-    """`folder`, once its config.json is a JSON object of this model family (named in the error if not)."""
+    """`folder`, once its config.json is a JSON object of this model family with valid fields (named in the error if
+    not): checked while planning, before any data is loaded or tokenised for the run."""
     config_file = folder / "config.json"
     try:
         config = json.loads(config_file.read_text())
@@ -55,4 +58,8 @@ def _checked_pretrained(folder: Path) -> Path:
             f"--init-from: {config_file} is a checkpoint of model_type {config.get('model_type')!r}, not of this "
             "family ('simplified'); convert it first (simplified-convert)."
         )
+    try:
+        SimplifiedConfig.from_dict(config)
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"--init-from: {config_file}: {first_line(err)}") from None
     return folder

@@ -354,4 +354,7 @@ class SimplifiedTrainer(Trainer):
         ramp = getattr(self.optimizer, "optimizer", self.optimizer)  # accelerate wraps the optimizer
         if isinstance(ramp, BatchRampAdamW) and "loss" in logs:
             logs["batch_size"] = ramp.batch_size()
+        if "train_runtime" in logs and "train_loss" in logs:  # the final line's: the mean over this process's steps
+            resumed = getattr(self, "_initial_global_step", 0) > 0
+            logs["train_loss_mean_since_resume" if resumed else "train_loss_mean"] = logs.pop("train_loss")
         super().log(logs, start_time)

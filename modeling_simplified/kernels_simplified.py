@@ -274,12 +274,10 @@ class LinearCrossEntropy(torch.autograd.Function):
             grad.scatter_add_(1, target, torch.full_like(picked, -1.0))
             if need_b:
                 grad_b += grad.sum(0)
-            if z is not logits:
-                grad = logits.copy_(grad)
+            if need_w:  # from the float32 softmax gradient itself (not rounded to `compute_dtype` and back)
+                grad_w.addmm_(grad.t(), rows.float())
             if need_x:
-                torch.mm(grad, weight, out=grad_x[start : start + chunk])
-            if need_w:
-                grad_w.addmm_(grad.t().float(), rows.float())
+                torch.mm(grad if z is logits else logits.copy_(grad), weight, out=grad_x[start : start + chunk])
         ctx.grads = (
             None if grad_x is None else grad_x.to(x_dtype),
             None if grad_w is None else grad_w.to(weight_dtype),

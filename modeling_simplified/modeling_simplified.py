@@ -1183,11 +1183,14 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         if position_ids is None:
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 
-        # packed rows (no mask, given positions restarting at 0; read on the host): attention stays in each sequence
+        # packed rows (no mask, given positions restarting at 0; read on the host): attention stays in each sequence.
+        # Its mask indexes the keys by this call's tokens, so not with a fixed-length cache, whose keys run further
+        # (`generate`'s static-cache prefill gives positions and no mask: compiled, the unpacked check is not made)
         sequence_ids = None
         if (
             given_positions
             and attention_mask is None
+            and (cache is None or max_cache_length(cache) < 0)
             and isinstance(past_length, int)
             and past_length == 0
             and seq_len > 1

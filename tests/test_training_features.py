@@ -342,9 +342,8 @@ kw = dict(max_new_tokens=5, min_new_tokens=5, do_sample=False, eos_token_id=None
           cache_implementation="static", output_logits=True, return_dict_in_generate=True)
 with torch.no_grad():
     eager = torch.stack(model.generate(prompt, **kw).logits)
-    model.forward = torch.compile(model.forward, fullgraph=True)
-    with torch._inductor.config.patch(freezing=True):
-        out = model.generate(prompt, **kw)
+    model.forward = torch.compile(model.forward, fullgraph=True, options={"freezing": True})
+    out = model.generate(prompt, **kw)
 compiled = torch.stack(out.logits)
 print(hashlib.sha256(compiled.float().numpy().tobytes()).hexdigest(), (compiled - eager).abs().max().item())
 """
@@ -353,10 +352,10 @@ print(hashlib.sha256(compiled.float().numpy().tobytes()).hexdigest(), (compiled 
 @pytest.mark.slow
 @pytest.mark.parametrize("block_type", ["pre_ln", "sas_p"])
 def test_compiled_bf16_decoding_recipe_is_exact_across_processes(block_type, tmp_path):
-    """docs/inference.md's bf16 decoding recipe (bf16 weights, `torch.compile(model.forward, fullgraph=True)` under
-    inductor's `freezing`, which prepacks the weights, and `cache_implementation="static"`), on a prompt without a
-    mask (`generate` then passes positions and no mask, the case whose packed-row check once indexed past the prompt
-    in the compiled graph): two fresh processes give the same logits bit for bit, within bf16 rounding of eager's."""
+    """docs/inference.md's bf16 decoding recipe (bf16 weights; `forward` compiled by inductor with `freezing`, which
+    prepacks the weights; `cache_implementation="static"`), on a prompt without a mask (`generate` then passes
+    positions and no mask, the case whose packed-row check once indexed past the prompt in the compiled graph): two
+    fresh processes give the same logits bit for bit, within bf16 rounding of eager's."""
     script = tmp_path / "decode.py"
     script.write_text(_COMPILED_DECODING)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}

@@ -22,9 +22,9 @@ def new_tokens(ctx: Context) -> int:
     return 16 if ctx.quick else 128
 
 
-def greedy(ctx: Context, batch_size: int) -> Callable[[str, torch.nn.Module], None]:
+def greedy(ctx: Context, batch_size: int, **generate_kwargs) -> Callable[[str, torch.nn.Module], None]:
     """A `round_robin` call: cached greedy `generate()` of exactly `new_tokens` after a fixed prompt of `PROMPT`
-    tokens per row, `batch_size` rows."""
+    tokens per row, `batch_size` rows (`generate_kwargs` added, e.g. the static cache)."""
     prompt = ctx.ids(vocab_low=1, batch=batch_size, seq=PROMPT, seed=1)
     count = new_tokens(ctx)
     kw = dict(
@@ -34,6 +34,7 @@ def greedy(ctx: Context, batch_size: int) -> Callable[[str, torch.nn.Module], No
         do_sample=False,
         eos_token_id=None,
         pad_token_id=0,
+        **generate_kwargs,
     )
 
     def generate(name: str, model: torch.nn.Module) -> None:
@@ -44,13 +45,36 @@ def greedy(ctx: Context, batch_size: int) -> Callable[[str, torch.nn.Module], No
     return generate
 
 
+def compile_for_decoding(model: torch.nn.Module) -> torch.nn.Module:
+    """docs/inference.md's compiled decoding recipe, in place: `forward` compiled whole (`fullgraph=True`) by inductor
+    with `freezing` (the weights become constants of the graph, prepacked for oneDNN's GEMMs); call `generate` with
+    `cache_implementation="static"` (`STATIC`), so that every decoding step has the same shapes. It compiles on the
+    first call (once for the prompt, once for a step)."""
+    model.forward = torch.compile(model.forward, fullgraph=True, options={"freezing": True})
+    return model
+
+
+#: the `generate` arguments of the compiled recipe
+STATIC = {"cache_implementation": "static"}
+
+
 def run(ctx: Context) -> dict:
+    return run_models(ctx, compiled=False)
+
+
+def run_models(ctx: Context, compiled: bool) -> dict:
+    """The round-robin comparison at each batch size, eager or by the compiled recipe (one compiled model per batch
+    size: its static cache fixes the shapes; the untimed warm-up round compiles it)."""
     torch.manual_seed(0)
     models = {name: ctx.inference_model(name) for name in NAMES}
     weights = {name: gemm_weights(model) for name, model in models.items()}
     out = {}
     for batch_size in BATCHES:
-        results = round_robin(models, ctx.timed(greedy(ctx, batch_size)), ctx.rounds)
+        if compiled:
+            torch._dynamo.reset()
+            torch.manual_seed(0)
+            models = {name: compile_for_decoding(ctx.inference_model(name)) for name in NAMES}
+        results = round_robin(models, ctx.timed(greedy(ctx, batch_size, **(STATIC if compiled else {}))), ctx.rounds)
         vs = ratios(results, "gpt2")
         out[f"batch_{batch_size}"] = {
             name: {
@@ -65,9 +89,9 @@ def run(ctx: Context) -> dict:
     return out
 
 
-def table(result: dict) -> str:
+def table(result: dict, title: str = "Cached generate(): tokens/s (prompt 32, 128 new tokens, greedy)") -> str:
     lines = [
-        "## Cached generate(): tokens/s (prompt 32, 128 new tokens, greedy)",
+        f"## {title}",
         "| batch | model | median s | tokens/s | vs GPT2LMHeadModel: median (range, of mins) | weight-bytes bound |",
         "|---|---|---|---|---|---|",
     ]

@@ -2,7 +2,7 @@
 and the CPU's flags; the training step of `pre_ln` and `sas_p` under bf16 autocast (the Trainer's `bf16=True`,
 float32 master weights) against float32, round-robin, each model and precision in a process of its own; and cached
 greedy `generate()` at batch 1 (prompt 32, 128 new tokens) with bf16 weights against float32 weights, round-robin
-in this process. Ratios are float32 time / bf16 time per round, beside two bounds: the GEMM-peak ratio (training
+in this process, eager and by the compiled recipe (`generate.compile_for_decoding`, each precision compiled). Ratios are float32 time / bf16 time per round, beside two bounds: the GEMM-peak ratio (training
 is matmul-bound) and 2, the ratio of the weight bytes a batch-1 decoding step reads."""
 
 from __future__ import annotations
@@ -45,14 +45,27 @@ def run(ctx: Context) -> dict:
         for name in NAMES
         for dtype, torch_dtype in DTYPES.items()
     }
-    decoded = round_robin(models, ctx.timed(generate.greedy(ctx, 1)), ctx.rounds)
-    out["generate_batch_1"] = {
+    out["generate_batch_1"] = _decoding(ctx, models, {})
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    models = {
+        f"{name} {dtype}": generate.compile_for_decoding(ctx.build(name).eval().to(torch_dtype))
+        for name in NAMES
+        for dtype, torch_dtype in DTYPES.items()
+    }
+    out["generate_batch_1_compiled"] = _decoding(ctx, models, generate.STATIC)
+    return out
+
+
+def _decoding(ctx: Context, models: dict, generate_kwargs: dict) -> dict:
+    """Batch-1 greedy decoding of each model in both precisions, round-robin: times and bf16's speed-up."""
+    decoded = round_robin(models, ctx.timed(generate.greedy(ctx, 1, **generate_kwargs)), ctx.rounds)
+    return {
         name: {dtype: decoded[f"{name} {dtype}"] for dtype in DTYPES}
         | {"tokens_per_s": {d: generate.new_tokens(ctx) / decoded[f"{name} {d}"]["median_s"] for d in DTYPES}}
         | {"bf16_vs_float32": ratios({d: decoded[f"{name} {d}"] for d in DTYPES}, "float32")["bf16"]}
         for name in NAMES
     }
-    return out
 
 
 def table(result: dict) -> str:
@@ -66,8 +79,9 @@ def table(result: dict) -> str:
     for kind, bound in (
         ("train", f"{result['peak_ratio']:.2f} (GEMM peaks)"),
         ("generate_batch_1", "2 (weight bytes)"),
+        ("generate_batch_1_compiled", "2 (weight bytes)"),
     ):
-        for name, r in result[kind].items():
+        for name, r in result.get(kind, {}).items():
             lines.append(
                 f"| {kind.replace('_', ' ')} | {name} | {r['float32']['median_s']:.3f} | {r['bf16']['median_s']:.3f} | "
                 f"{format_ratio(r['bf16_vs_float32'])} | {bound} |"

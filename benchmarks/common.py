@@ -216,7 +216,7 @@ def train_step(
 
 
 # -- the host's capability ---------------------------------------------------------------------------------------
-#: the GEMM whose rate is the host's peak in each precision (issue #47's measurement: 1024×768 · 768×3072, an MLP
+#: the GEMM whose rate is the host's peak in each precision (1024×768 · 768×3072, an MLP
 #: matmul of the paper shape at 1024 tokens)
 PEAK_GEMM = (1024, 768, 3072)
 #: the CPU flags that decide bf16's speed: native bf16 dot products (avx512_bf16, AMX) or emulation

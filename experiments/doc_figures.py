@@ -45,7 +45,7 @@ CURRENT_RUNS = ("run13", "run14", "run15", "run16")
 DECODE_RUNS = ("decode1", "decode2")
 #: full runs of earlier code on a host with a 430 GFLOP/s GEMM peak: the evidence that the anchors' ratios depend on it
 FAST_HOST_RUNS = ("run9", "run10", "run11", "run12")
-#: the `--dtype bf16` runs (issue #47's targets, `python -m benchmarks.targets --dtype bf16`)
+#: the `--dtype bf16` runs (the bf16 targets, `python -m benchmarks.targets --dtype bf16`)
 BF16_RUNS = ("bf16run1",)
 #: the reproduction's two settings: each variant at its own best lr, every variant at Pre-LN's
 SETTINGS = ("best_lr", "shared_lr")
@@ -515,7 +515,7 @@ def bf16_fidelity_table() -> str:
 
 
 def bf16_speed_table() -> str:
-    """Issue #47's targets over the `--dtype bf16` runs (`benchmarks.targets.BF16_TARGETS`), with the hosts' peaks."""
+    """The bf16 targets over the `--dtype bf16` runs (`benchmarks.targets.BF16_TARGETS`), with the hosts' peaks."""
     runs = {name: run(name) for name in BF16_RUNS}
     lines = [
         "| target | " + " | ".join(_run_label(n) for n in runs) + " | counted |",

@@ -165,6 +165,31 @@ def test_a_second_signal_stops_at_once_with_one_line(tmp_path, monkeypatch, caps
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint-2", "preset.json"]
 
 
+@pytest.mark.slow
+def test_a_signal_during_an_evaluation_saves_at_that_step(finished, tmp_path, monkeypatch, capsys):
+    """A signal that comes while the run evaluates after step 2 stops it at step 2 (the callback's `on_evaluate`),
+    not one step later; resumed, the run ends as the uninterrupted one."""
+    run = tmp_path / "run"
+    evaluate = SimplifiedTrainer.evaluate
+
+    def evaluate_and_signal(self, *args, **kwargs):
+        if self.state.global_step == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(SimplifiedTrainer, "evaluate", evaluate_and_signal)
+    args = [*_args(CAUSAL, 4, 100), "--set", "training.eval_steps=2", "--no-export"]
+    straight = tmp_path / "straight"
+    capsys.readouterr()
+    assert main([*args, "--output-dir", str(run)]) == 75
+    assert "stopped by SIGTERM at step 2" in _one_line(capsys.readouterr().err)
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2"]
+    monkeypatch.undo()
+    assert main([*args, "--output-dir", str(run), "--resume"]) == 0
+    assert main([*args, "--output-dir", str(straight)]) == 0
+    _assert_same_run(straight, run, 4)
+
+
 def test_the_signal_handler_takes_one_signal_while_training_and_stops_at_once_otherwise(monkeypatch):
     """Before training starts there is nothing to save: a signal stops at once. While training, the first is taken
     and a repeat within the window is the same signal forwarded (torchrun's agent, scancel); later it stops at

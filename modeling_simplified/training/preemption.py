@@ -55,7 +55,8 @@ class RunInterrupted(Exception):
 
 class RunAborted(KeyboardInterrupt):
     """A signal with nothing to save (before the first step, after the last) or a second one: the run stopped at
-    once. As a `KeyboardInterrupt`, a forked data-loader worker that gets it too ends quietly."""
+    once. A `KeyboardInterrupt`: no `except Exception` on its way out holds it up, and a notebook takes it as
+    Ctrl-C."""
 
     def __init__(self, signum: int):
         self.signum = signum

@@ -424,10 +424,10 @@ FAMILIES = {
 class Launched:
     """A process whose stdout and stderr go to files (no pipe to fill while the test waits for a line)."""
 
-    def __init__(self, command: list[str], folder: Path):
+    def __init__(self, command: list[str], folder: Path, **env: str):
         folder.mkdir(parents=True, exist_ok=True)
         self.out, self.err = folder / "stdout", folder / "stderr"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": ""}  # the threads of the in-process runs
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": "", **env}  # the in-process threads
         with self.out.open("w") as out, self.err.open("w") as err:
             self.proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=err)
 
@@ -504,7 +504,8 @@ def test_a_signalled_process_resumes_bit_identical(tmp_path, family):
 def test_a_signal_before_training_stops_at_once_without_a_traceback(tmp_path):
     """Ctrl-C while the data is prepared (nothing to save yet): status 130, one line, no KeyboardInterrupt wall."""
     cli = [sys.executable, "-m", "modeling_simplified.training.cli", *CAUSAL, "--output-dir", str(tmp_path / "run")]
-    run = Launched(cli, tmp_path / "logs")
+    # its own HF_HOME: the data is tokenised afresh (the session's cache would skip it), the bar the test waits for
+    run = Launched([*cli, "--max-steps", "50"], tmp_path / "logs", HF_HOME=str(tmp_path / "home"))
     run.wait_for("tokenising", where="err")
     run.proc.send_signal(signal.SIGINT)
     assert run.finish() == 130, run.stderr()[-3000:]

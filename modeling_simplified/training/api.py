@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tqdm
 from transformers import AutoTokenizer, DataCollatorWithPadding, set_seed
 
 from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM, SimplifiedForSequenceClassification
@@ -33,9 +35,10 @@ from .callbacks import DiagnosticsCallback, LayerStats
 from .data import PackingCollator, ResumableMaskingCollator, build_task_data
 from .plan import RaptrOptions, TrainPlan
 from .plotting import plot_loss_curve
+from .preemption import RunInterrupted, StopOnSignal
 from .presets import EMBEDDED, DataSpec, Preset, TrainingRecipe, UsageError, build_config, first_line, validate
 from .raptr import RaptrCallback, RaptrSpecError
-from .runs import latest_checkpoint, pretrained_dir
+from .runs import STREAM_STATE, out_of_space, pretrained_dir, resume_checkpoint
 from .trainer import SimplifiedTrainer, training_arguments
 
 #: the figures `simplified-train` prints when a run ends (those of the task; floats rounded to 4 digits): metrics.json
@@ -136,9 +139,8 @@ def check_plan(plan: TrainPlan) -> CheckedPlan:
     resume_from, finished = None, False
     saved = output_dir / "preset.json"
     if plan.resume:
-        resume_from = latest_checkpoint(output_dir)
-        if resume_from is None:
-            raise UsageError(f"--resume: no complete checkpoint in {output_dir}.")
+        world = int(os.environ.get("WORLD_SIZE", "1"))  # torchrun's: the RNG states the resume reads
+        resume_from = resume_checkpoint(output_dir, world, warn=int(os.environ.get("RANK", "0")) == 0)
         if saved.is_file():
             before = json.loads(saved.read_text())
             now = json.loads(json.dumps(preset.to_dict()))
@@ -189,7 +191,25 @@ def _defaults(cls) -> dict[str, Any]:
 # -- the run ---------------------------------------------------------------------------------------------------
 def train(plan: TrainPlan) -> TrainResult:
     """Train as planned; returns the run's result, whose `metrics` the world process zero also writes to
-    `metrics.json`. Bad input raises `UsageError` before anything is written."""
+    `metrics.json`. Bad input raises `UsageError` before anything is written.
+
+    SIGTERM, SIGINT or SIGUSR1 during training stop the run at the end of its optimizer step with a complete
+    checkpoint and raise `RunInterrupted` (`preemption.py`; a second signal raises `RunAborted` at once); the
+    previous signal handlers are restored when `train` returns. A save or the export that finds the disk full raises
+    `runs.OutOfSpace`, what was written before intact."""
+    stopper = StopOnSignal()
+    with stopper.installed():
+        try:
+            return _train(plan, stopper)
+        except BaseException:
+            # a run stopped at once or by a full disk leaves the Trainer's (or the datasets') progress bar open: close
+            # it, so that the error printed next starts on a line of its own
+            for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+                bar.close()
+            raise
+
+
+def _train(plan: TrainPlan, stopper: StopOnSignal) -> TrainResult:
     started = time.time()
     checked = check_plan(plan)
     if checked.finished:
@@ -253,7 +273,7 @@ def train(plan: TrainPlan) -> TrainResult:
         recipe=preset.training,
         diagnostics=diag,
         lr_decay_start=lr_decay_start,
-        callbacks=[cb for cb in (diag, raptr_cb) if cb] or None,
+        callbacks=[cb for cb in (diag, raptr_cb, stopper) if cb],
         compute_metrics=_compute_metrics if preset.task == "sequence-classification" else None,
         process_started=started,
     )
@@ -261,6 +281,8 @@ def train(plan: TrainPlan) -> TrainResult:
     if checked.resume_from is not None:
         first_step = json.loads((checked.resume_from / "trainer_state.json").read_text()).get("global_step", 0)
     output = trainer.train(resume_from_checkpoint=str(checked.resume_from) if checked.resume_from else None)
+    if stopper.stopped_at is not None:  # a signal: the checkpoint of this step is saved, the run is not finished
+        raise RunInterrupted(stopper.signum, stopper.stopped_at, out)
     # the whole run's figures, a resumed run's earlier processes included (up to the checkpoint it resumed from)
     totals = trainer.run_totals(output.training_loss * (trainer.state.global_step - first_step))
     if trainer.stream_resume is not None:
@@ -336,13 +358,37 @@ def train(plan: TrainPlan) -> TrainResult:
         if len(totals["segments"]) > 1:
             run_info["wall_time_split"] = _time_split(totals["segments"], metrics["wall_time_s"] - wall_before)
         run_info = {k: v for k, v in run_info.items() if v is not None}
-        metrics["export"] = str(
-            Path(export_model(trainer.model, out / "export", tokenizer=data.tokenizer, run_info=run_info))
-        )
+        metrics["export"] = str(_export(trainer, out, data.tokenizer, run_info))
     metrics["segments"][-1]["wall_time_s"] = time.time() - started  # this process's, to the end
     metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return result
+
+
+def _export(trainer: SimplifiedTrainer, out: Path, tokenizer, run_info: dict[str, Any]) -> Path:
+    """The run's export (`out/export`, staged by `export_model`: a failed one leaves the previous export as it was);
+    a full disk raises `OutOfSpace` naming the space it needs (about the weights and tokenizer files of the last
+    checkpoint) and the command that exports that checkpoint once there is room."""
+    try:
+        return Path(export_model(trainer.model, out / "export", tokenizer=tokenizer, run_info=run_info))
+    except Exception as err:
+        last = out / f"checkpoint-{trainer.state.global_step}"
+        state_files = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", STREAM_STATE)
+        needed = sum(
+            p.stat().st_size
+            for p in last.glob("*")
+            if p.is_file() and not p.name.startswith(("rng_state", *state_files))
+        )
+        full = out_of_space(
+            err,
+            out / "export",
+            needed,
+            f"the checkpoints are intact: free some space, then export the last one with simplified-export {last} "
+            f"{out / 'export'}.",
+        )
+        if full is None:
+            raise
+        raise full from err
 
 
 def _finished_result(out: Path, checkpoint: Path) -> TrainResult:

@@ -9,6 +9,7 @@ is written. `--help` and bad options are answered before the training stack (Tra
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -44,6 +45,10 @@ EPILOG = """examples:
 --set takes a model field (any SimplifiedConfig field, e.g. hidden_size=256) or training.<field> /
 data.<field> of the preset; values are JSON (numbers, true/false/null) or plain strings.
 presets: """
+
+
+#: the exit status of a run that found the disk full (sysexits.h's EX_IOERR); what it wrote before is intact
+EXIT_NO_SPACE = 74
 
 
 class _Parser(argparse.ArgumentParser):
@@ -268,7 +273,8 @@ def bf16_warning(preset) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns the exit status (0, or 2 for bad input)."""
+    """Console entry point; returns the exit status: 0, 2 for bad input, 75 for a run a signal stopped after its
+    checkpoint (`--resume` continues it), 128 + the signal's number for one stopped at once, 74 for a full disk."""
     args = build_parser().parse_args(argv)  # --help and bad options exit here, before the training stack loads
     if args.list_presets or args.show:
         try:
@@ -288,6 +294,16 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"simplified-train: error: {first_line(err)}", file=sys.stderr)
         return 2
+    except (Exception, KeyboardInterrupt) as err:
+        # a run stopped by a signal (75 with its checkpoint, 128 + the signal at once: `preemption.py`) or by a full
+        # disk (74, sysexits.h's EX_IOERR: `runs.OutOfSpace`): one line and that status, no traceback
+        disk_full = isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+        status = EXIT_NO_SPACE if disk_full else getattr(err, "exit_code", None)
+        if status is None:
+            raise
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"simplified-train: {'error: ' * disk_full}{first_line(err)}", file=sys.stderr)
+        return status
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
     if result.finished_before:

@@ -5,6 +5,8 @@ never the other way round)."""
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -12,12 +14,15 @@ from typing import Any
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_pt_utils import nested_gather
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from modeling_simplified.optimization import parameter_groups
 
 from .presets import TrainingRecipe, UsageError
+from .runs import STREAM_STATE, folder_bytes, latest_checkpoint, out_of_space
 
 
 def training_arguments(recipe: TrainingRecipe, output_dir: str, **overrides: Any) -> TrainingArguments:
@@ -158,16 +163,24 @@ class RunTotals(TrainerCallback, ExportableState):
     """The run-level figures of a run that may be resumed: the sum of the per-step training losses, the training and
     wall time, and the segments (one per process) they split into. Its state goes into each checkpoint's
     `trainer_state.json` (`stateful_callbacks`) and is read back when training resumes from it, so a resumed run
-    reports the whole run. Time a process spent after its last checkpoint (redone after the resume) is not counted."""
+    reports the whole run. Time a process spent after its last checkpoint (redone after the resume) is not counted.
 
-    ATTRIBUTES = ("loss_sum", "train_time_s", "wall_time_s", "segments")
+    The losses of the steps since the last log (`pending_loss`, per process, and `last_logged_step`) are saved apart
+    from `loss_sum` and handed back to the Trainer on resume (`resume_logging`), so that the first log after a
+    checkpoint between two logs averages the same steps as an uninterrupted run's. (Older checkpoints, without
+    them, counted those steps in `loss_sum`.)"""
 
-    def __init__(self, process_started: float | None = None):
-        self.loss_sum = 0.0  # the per-step training losses summed over the steps up to the last checkpoint
+    ATTRIBUTES = ("loss_sum", "train_time_s", "wall_time_s", "segments", "pending_loss", "last_logged_step")
+
+    def __init__(self, process_started: float | None = None, resume_logging=None):
+        self.loss_sum = 0.0  # the per-step training losses summed over the logged steps up to the last checkpoint
         self.train_time_s = 0.0  # from the start of training to the last checkpoint, over the earlier processes
         self.wall_time_s = 0.0  # the same, from each process's start
         self.segments: list[dict[str, Any]] = []  # the earlier processes, up to their last checkpoints
+        self.pending_loss: list[float] | None = None  # per process: the losses since the last log, not yet logged
+        self.last_logged_step: int | None = None
         self.process_started = process_started  # this process's start (default: training's start)
+        self.resume_logging = resume_logging  # called with (pending_loss, last_logged_step) on resume
         self._began, self._first_step, self._first_step_s = None, 0, None
 
     def state(self) -> dict:
@@ -180,6 +193,8 @@ class RunTotals(TrainerCallback, ExportableState):
             for key, value in saved.get("attributes", {}).items():
                 if key in self.ATTRIBUTES:
                     setattr(self, key, value)
+            if self.pending_loss is not None and self.resume_logging is not None:
+                self.resume_logging(self.pending_loss, self.last_logged_step)
         if not isinstance(saved, dict):
             state.stateful_callbacks[name] = self.state()  # the Trainer updates an existing entry at each save
         self._began = time.time()
@@ -208,11 +223,6 @@ class RunTotals(TrainerCallback, ExportableState):
             "wall_time_s": wall_time + this["wall_time_s"],
             "segments": [*segments, this],
         }
-
-
-#: a streamed one-process run's place in its stream, in each of its checkpoints: the loader's `state_dict` and the
-#: pass over the stream it was in
-STREAM_STATE = "stream_state.pt"
 
 
 class SimplifiedTrainer(Trainer):
@@ -244,7 +254,8 @@ class SimplifiedTrainer(Trainer):
         self.diagnostics = diagnostics
         self.lr_decay_start = lr_decay_start  # RaPTr's stagewise schedule: constant until here, then linear to 0
         super().__init__(*args, **kwargs)
-        self.add_callback(RunTotals(process_started))
+        self.add_callback(RunTotals(process_started, resume_logging=self._resume_logging))
+        self._staging: Path | None = None  # while a checkpoint is saved: the folder it is written into
         self._stream_state: dict[str, Any] | None = None  # the checkpoint's, for the resumed run's loader
         #: how a resumed stream found its place: "restored" (the checkpoint's state) or "skipped" (read again)
         self.stream_resume: str | None = None
@@ -255,8 +266,16 @@ class SimplifiedTrainer(Trainer):
             self.accelerator.dataloader_config.use_stateful_dataloader = True
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        if resume_from_checkpoint is True:  # the newest complete one (`runs.checkpoint_problems`)
+            found = latest_checkpoint(
+                Path(self.args.output_dir), self.args.world_size, tokenizer=self.processing_class is not None
+            )
+            if found is None:
+                raise UsageError(f"resume_from_checkpoint=True: no complete checkpoint in {self.args.output_dir}.")
+            resume_from_checkpoint = str(found)
+        if self.args.should_save:  # the staging folders of saves that crashed
+            for stale in Path(self.args.output_dir).glob(f".{PREFIX_CHECKPOINT_DIR}-*.partial"):
+                shutil.rmtree(stale, ignore_errors=True)
         skip = self.args.ignore_data_skip
         if resume_from_checkpoint and isinstance(self.train_dataset, torch.utils.data.IterableDataset):
             saved = Path(resume_from_checkpoint, STREAM_STATE)
@@ -294,18 +313,102 @@ class SimplifiedTrainer(Trainer):
             segment_loss_sum = self._total_loss_scalar + float(self._tr_loss.item())
         return totals.totals(segment_loss_sum, self.state.global_step)
 
+    def _resume_logging(self, pending_loss: list[float], last_logged_step: int | None) -> None:
+        """Hand the checkpoint's losses of the steps since its last log back to the running sum the Trainer logs
+        from (this process's own when the run had as many processes; `RunTotals`)."""
+        rank = self.args.process_index
+        value = (
+            pending_loss[rank] if len(pending_loss) == self.args.world_size else sum(pending_loss) / len(pending_loss)
+        )
+        self._tr_loss += torch.tensor(value, dtype=self._tr_loss.dtype, device=self._tr_loss.device)
+        if last_logged_step is not None:
+            self._globalstep_last_logged = last_logged_step
+
+    def _get_output_dir(self, trial) -> str:
+        # while a checkpoint is saved, the Trainer writes its `checkpoint-<step>` folder into the staging folder
+        return str(self._staging) if self._staging is not None else super()._get_output_dir(trial)
+
     def _save_checkpoint(self, model, trial) -> None:
+        """The Trainer's checkpoint, written so that a crash mid-save cannot leave a `checkpoint-<step>` folder that
+        looks complete: every process writes into a hidden staging folder (`.checkpoint-<step>.partial/`, which no
+        checkpoint search matches), and once all have, the world process zero renames it into place (a rename of a
+        folder is atomic within one filesystem), as the export is staged (`hub_cards/export.py`). The Trainer's own
+        `_save_checkpoint` writes the files (weights, tokenizer, optimizer, scheduler, RNG states, trainer state):
+        pointing its run folder (`_get_output_dir`) at the staging folder for the save reuses it whole; verifying the
+        files after writing them in place would still leave a moment where a half-written folder has the final name.
+        The Trainer's rotation of old checkpoints (`save_total_limit`) runs after the rename, so an older checkpoint
+        is deleted only once the new one is complete. A save that runs out of disk space removes its partial files
+        and raises `OutOfSpace`."""
+        run_dir = Path(super()._get_output_dir(trial))
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staging, final = run_dir / f".{name}.partial", run_dir / name
+        if self.args.should_save:
+            shutil.rmtree(staging, ignore_errors=True)  # left by a save that crashed
+        self.accelerator.wait_for_everyone()
         totals = next(cb for cb in self.callback_handler.callbacks if isinstance(cb, RunTotals))
-        for name, value in self.run_totals().items():
-            setattr(totals, name, value)  # saved with the trainer state, read back on resume
+        for key, value in self.run_totals(self._total_loss_scalar).items():
+            setattr(totals, key, value)  # saved with the trainer state, read back on resume
+        # every process's losses since the last log (a collective: every process saves)
+        totals.pending_loss = nested_gather(self._tr_loss.detach()[None], self.args.parallel_mode).reshape(-1).tolist()
+        totals.last_logged_step = self._globalstep_last_logged
         loader = self.callback_handler.train_dataloader
-        if self._saves_stream and hasattr(loader, "state_dict"):
-            # before the Trainer's files: `trainer_state.json`, written last, marks a checkpoint complete
-            folder = Path(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-            folder.mkdir(parents=True, exist_ok=True)
-            state = {"loader": loader.state_dict(), "pass": getattr(loader, "iteration", 0)}
-            torch.save(state, folder / STREAM_STATE)
-        super()._save_checkpoint(model, trial)
+        self._staging = staging
+        try:
+            if self._saves_stream and hasattr(loader, "state_dict"):
+                (staging / name).mkdir(parents=True, exist_ok=True)
+                state = {"loader": loader.state_dict(), "pass": getattr(loader, "iteration", 0)}
+                torch.save(state, staging / name / STREAM_STATE)
+            super()._save_checkpoint(model, trial)
+            self.accelerator.wait_for_everyone()  # every process's files (`rng_state_<rank>.pth`) are written
+            if self.args.should_save:
+                if final.exists():  # the same step saved before and found incomplete on resume
+                    shutil.rmtree(final)
+                os.replace(staging / name, final)
+                staging.rmdir()
+        except BaseException as err:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not isinstance(err, Exception):
+                raise
+            full = out_of_space(
+                err,
+                final,
+                self._checkpoint_bytes(run_dir),
+                "the earlier checkpoints are intact: free some space, then continue the run with --resume.",
+            )
+            if full is None:
+                raise
+            raise full from err
+        finally:
+            self._staging = None
+        if self.args.should_save:
+            rotate_checkpoints(
+                output_dir=str(run_dir),
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
+        self.accelerator.wait_for_everyone()
+
+    def _checkpoint_bytes(self, run_dir: Path) -> int:
+        """About what a checkpoint takes: the newest one's size, at least the model's and the optimizer's tensors."""
+        optimizer = getattr(self.optimizer, "optimizer", self.optimizer)
+        tensors = [*self.model.state_dict().values()]
+        tensors += [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+        estimate = sum(t.numel() * t.element_size() for t in tensors)
+        newest = max(run_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"), key=lambda p: p.stat().st_mtime, default=None)
+        return max(estimate, folder_bytes(newest) if newest is not None else 0)
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        """The Trainer goes on with a fresh optimizer and lr schedule when a checkpoint lacks their states: refused,
+        a resumed run is the run it continues or nothing."""
+        if checkpoint is not None and not (self.is_deepspeed_enabled or self.is_fsdp_enabled):
+            missing = [name for name in (OPTIMIZER_NAME, SCHEDULER_NAME) if not Path(checkpoint, name).is_file()]
+            if missing:
+                raise UsageError(
+                    f"resuming from {checkpoint}: {' and '.join(missing)} missing, the run would go on with a fresh "
+                    "optimizer or lr schedule; resume from a complete checkpoint."
+                )
+        super()._load_optimizer_and_scheduler(checkpoint)
 
     def _issue_warnings_after_load(self, load_result: Any) -> None:
         """A checkpoint of a tied model holds no copy of the tied weights (`lm_head.weight`): not worth a warning."""

@@ -3,6 +3,7 @@
     git worktree add ../before <commit>
     python -m benchmarks.before_after ../before .                  # training steps and generate at the paper's shape
     python -m benchmarks.before_after ../before . --quick          # smoke run at a tiny shape
+    python -m benchmarks.before_after ../before . --dtype bf16     # bf16 autocast steps, bf16-weight decoding
 
 Every case runs in a process of its own per checkout (`common.Child`: `python -c`, the checkout as its working
 directory and first on `sys.path`, so it imports that checkout's `modeling_simplified` and benchmark helpers); the two processes of a
@@ -38,12 +39,14 @@ case = json.loads(sys.argv[1])
 shape = Shape(**case["shape"])
 torch.manual_seed(0)
 model = build(case["model"], shape)
+dtype = case.get("dtype", "float32")
 if case["kind"] == "train":
     model.train()
     optimizer, batch = optimizer_for(model), ids(shape)
-    call = lambda: train_step(model, optimizer, batch)
+    call = (lambda: train_step(model, optimizer, batch)) if dtype == "float32" else (
+        lambda: train_step(model, optimizer, batch, dtype=dtype))
 else:
-    model.eval()
+    model.eval().to(getattr(torch, {"bf16": "bfloat16"}.get(dtype, dtype)))
     prompt = ids(shape, vocab_low=1, seq=case["prompt"], seed=1)
     kw = dict(attention_mask=torch.ones_like(prompt), max_new_tokens=case["new_tokens"],
               min_new_tokens=case["new_tokens"], do_sample=False, eos_token_id=None, pad_token_id=0)
@@ -68,12 +71,18 @@ class Worker(Child):
         return tuple(self.request())
 
 
-def cases(shape: Shape, quick: bool) -> dict[str, dict]:
+def cases(shape: Shape, quick: bool, dtype: str = "float32") -> dict[str, dict]:
+    """`dtype` "bf16": training steps under bf16 autocast, decoding with bf16 weights."""
     long = replace(shape, seq=256 if quick else 2048, batch=1)
     out = {}
     for model in ("pre_ln", "sas_p"):
-        out[f"train {model} {shape.batch}x{shape.seq}"] = {"kind": "train", "model": model, "shape": asdict(shape)}
-        out[f"train {model} {long.batch}x{long.seq}"] = {"kind": "train", "model": model, "shape": asdict(long)}
+        for s in (shape, long):
+            out[f"train {model} {s.batch}x{s.seq}"] = {
+                "kind": "train",
+                "model": model,
+                "shape": asdict(s),
+                "dtype": dtype,
+            }
         for batch in (1, 8):
             out[f"generate {model} batch {batch}"] = {
                 "kind": "generate",
@@ -81,6 +90,7 @@ def cases(shape: Shape, quick: bool) -> dict[str, dict]:
                 "shape": asdict(replace(shape, batch=batch)),
                 "prompt": 8 if quick else 32,
                 "new_tokens": 8 if quick else 128,
+                "dtype": dtype,
             }
     return out
 
@@ -109,12 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--only", default="", help="run the cases whose name contains this text")
     parser.add_argument("--quick", action="store_true", help="smoke run: a tiny shape, 2 rounds")
+    parser.add_argument("--dtype", choices=("float32", "bf16"), default="float32", help="bf16: autocast / bf16 weights")
     parser.add_argument("--json", default="before_after.json")
     args = parser.parse_args(argv)
     shape, rounds = (QUICK, 2) if args.quick else (Shape(), args.rounds)
     results = {}
     print(f"{'case':34} {'before s':>9} {'after s':>9}  before/after (min..max)")
-    for name, case in cases(shape, args.quick).items():
+    for name, case in cases(shape, args.quick, args.dtype).items():
         if args.only not in name:
             continue
         r = results[name] = compare(args.before.resolve(), args.after.resolve(), case, rounds, args.warmup)
@@ -123,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['ratio_median']:.3f} ({r['ratio_low']:.3f}..{r['ratio_high']:.3f})",
             flush=True,
         )
-    Path(args.json).write_text(json.dumps({"rounds": rounds, "cases": results}, indent=1))
+    Path(args.json).write_text(json.dumps({"rounds": rounds, "dtype": args.dtype, "cases": results}, indent=1))
     return 0
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from benchmarks import targets
 from benchmarks.common import per_round
+from experiments.authors_parity import results as authors_parity
 from experiments.reproduce.analysis import Z
 
 REPO = Path(__file__).resolve().parents[1]
@@ -570,8 +571,15 @@ def readme_bf16_table() -> str:
     return "\n".join(lines)
 
 
+#: the parity runs against the authors' code (`python -m experiments.authors_parity`)
+AUTHORS = "authors-parity"
+
+
 #: every generated block: its name in the markers → its table
 BLOCKS: dict[str, Callable[[], str]] = {
+    "reproduction-authors-exact": lambda: authors_parity.exact_table(reproduction(AUTHORS)),
+    "reproduction-authors-init": lambda: authors_parity.init_table(reproduction(AUTHORS)),
+    "reproduction-authors-lead": lambda: authors_parity.lead_table(reproduction(AUTHORS)),
     "reproduction-causal-sweep": lambda: sweep_table("codeparrot-tiny"),
     "reproduction-causal-eval": lambda: eval_table("codeparrot-tiny"),
     "reproduction-causal-claims": lambda: claims_table("codeparrot-tiny"),

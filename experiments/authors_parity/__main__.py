@@ -43,6 +43,8 @@ HERE = Path(__file__).resolve().parent
 #: 6-13% (`codeparrot-tiny`), for the blocks of that claim
 EXTRA_LRS = (4e-3,)
 LEAD_BLOCKS = ("pre_ln", "sas", "sas_p")
+#: the float64 exact-parity runs' length
+FLOAT64_STEPS = 100
 
 
 @dataclasses.dataclass
@@ -134,6 +136,36 @@ def plan(
                 "out": str(BUILD / "runs" / name / "record.json"),
             }
             runs.append(Run(name, job, ("record.json",), [sys.executable, "-m", "experiments.authors_parity.our_side"]))
+    for block in blocks:  # exact parity below float32's rounding: both codes in float64, `FLOAT64_STEPS` steps
+        name, source = f"theirs-{block}-s{seeds[0]}-float64", f"theirs-{block}-s{seeds[0]}"
+        job = {
+            **base,
+            **their,
+            "steps": FLOAT64_STEPS,
+            "name": name,
+            "overrides": setting.their_overrides(block),
+            "seed": seeds[0],
+            "optims": [TORCH_OPTIMIZER],
+            "save_init": False,
+            "dtype": "float64",
+            "out": str(BUILD / "runs" / name),
+        }
+        runs.append(Run(name, job, (f"{TORCH_OPTIMIZER}.json",), [str(python), str(HERE / "their_side.py")]))
+        name = f"ours-converted-{block}-float64"
+        job = {
+            **base,
+            "setting": dataclasses.asdict(dataclasses.replace(setting, steps=FLOAT64_STEPS)),
+            "kind": "converted",
+            "block": block,
+            "seed": seeds[0],
+            "dtype": "float64",
+            "their_init": str(BUILD / "runs" / source / "init"),
+            "converted": str(BUILD / "runs" / name / "converted"),
+            "out": str(BUILD / "runs" / name / "record.json"),
+        }
+        runs.append(
+            Run(name, job, ("record.json",), [sys.executable, "-m", "experiments.authors_parity.our_side"], (source,))
+        )
     for lr in extra_lrs:
         at_lr = dataclasses.replace(setting, learning_rate=lr)
         for block in lead_blocks:
@@ -254,6 +286,10 @@ def collect(
                 "theirs_hf_adamw": theirs_hf["train_loss"],
             },
             "their_optimizer_class": theirs_hf["optimizer_class"],
+            "float64": res.max_difference(
+                load(f"ours-converted-{block}-float64/record.json")["train_loss"],
+                load(f"theirs-{block}-s{seeds[0]}-float64/{TORCH_OPTIMIZER}.json")["train_loss"],
+            ),
         }
         their_params = {n: {k: v for k, v in i.items()} for n, i in theirs_torch["parameters"].items()}
         groups[block] = {
@@ -271,7 +307,8 @@ def collect(
                 {n: i["init"] for n, i in their_params.items()}, preset["init"], mapping
             ),
             "only_ours": {n: s for n, s in preset["init"].items() if n not in set(mapping.values())},
-            "only_theirs": sorted(n for n in their_params if n not in mapping),
+            # their parameters with no counterpart in the preset (unmapped, or mapped to a name the preset lacks)
+            "only_theirs": sorted(n for n in their_params if mapping.get(n) not in preset["init"]),
         }
     init_parity = [lead_runs(setting.learning_rate, blocks, seeds, "", load)]
     init_parity += [lead_runs(lr, list(lead_blocks), seeds, f"-lr{lr:g}", load) for lr in extra_lrs]

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 import yaml
 from torch.utils.data import Dataset, SequentialSampler
 from transformers import default_data_collator
@@ -56,18 +57,26 @@ class ParityTrainer(SimplifiedTrainer):
         return SequentialSampler(train_dataset if train_dataset is not None else self.train_dataset)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if model.dtype == torch.float64:
+            # transformers 5's causal-LM loss casts the logits to float32 (4.30's GPT-2 loss does not): in float64 the
+            # same next-token cross-entropy is taken in the logits' dtype
+            logits = model(input_ids=inputs["input_ids"]).logits
+            labels = inputs["labels"]
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))
+            out = (loss, logits) if return_outputs else loss
+        else:
+            out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         loss = out[0] if return_outputs else out
         self.record["loss"].append(float(loss.detach()))
         self.record["lr"].append(float(self.lr_scheduler.get_last_lr()[0]))
         return out
 
 
-def converted_model(their_init: Path, out: Path) -> SimplifiedForCausalLM:
-    """The authors' initial weights (their format) through `simplified-convert original`, loaded in float32."""
+def converted_model(their_init: Path, out: Path, dtype: torch.dtype = torch.float32) -> SimplifiedForCausalLM:
+    """The authors' initial weights (their format) through `simplified-convert original`, loaded in `dtype`."""
     if not (out / "config.json").is_file():
         convert_original(their_init, out)
-    return SimplifiedForCausalLM.from_pretrained(out, dtype=torch.float32)
+    return SimplifiedForCausalLM.from_pretrained(out, dtype=dtype)
 
 
 def preset_model(block: str, seed: int, data: dict) -> SimplifiedForCausalLM:
@@ -161,7 +170,8 @@ def main(job_file: str) -> None:
     setting = Miniature(**job["setting"])
     data = torch.load(job["data"], weights_only=True)
     if job["kind"] == "converted":
-        model = converted_model(Path(job["their_init"]), Path(job["converted"]))
+        dtype = getattr(torch, job.get("dtype", "float32"))
+        model = converted_model(Path(job["their_init"]), Path(job["converted"]), dtype)
     else:
         model = preset_model(job["block"], int(job["seed"]), data)
     stats = init_stats(model)

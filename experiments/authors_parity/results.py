@@ -13,8 +13,11 @@ import torch
 from modeling_simplified.conversion.original import original_to_simplified
 from modeling_simplified.optimization import parameter_groups
 
-#: two float32 trainings of the same model on the same batches agree to this (nats, per-step training loss)
-TOLERANCE = 1e-4
+#: two float64 trainings of the same model on the same batches agree to this over 100 steps (nats, per-step training
+#: loss). Pre-LN agrees to ~1e-15. The shaped blocks start ~1e-10 to 2e-9 apart at the first step (their centring
+#: matrix `C` is built in float32 and cast: 1/k off by up to 6e-8 relative), which training amplifies, as it amplifies
+#: the two codes' ~1e-6 float32 rounding differences (the float32 columns).
+TOLERANCE = 1e-5
 #: the lead is read on the mean training loss over the last `TAIL` of the steps (the reproduction's criterion)
 TAIL = 0.1
 #: the tag of the k-th trainable parameter of theirs in `parameter_map` (above any gain or init value)
@@ -26,7 +29,13 @@ def max_difference(a: list[float], b: list[float]) -> dict[str, Any]:
     n = min(len(a), len(b))
     diffs = [abs(x - y) for x, y in zip(a[:n], b[:n])]
     worst = max(range(n), key=diffs.__getitem__)
-    return {"max_abs": diffs[worst], "at_step": worst + 1, "steps": n, "first_100_max_abs": max(diffs[:100])}
+    return {
+        "max_abs": diffs[worst],
+        "at_step": worst + 1,
+        "steps": n,
+        "first_step_abs": diffs[0],
+        "first_100_max_abs": max(diffs[:100]),
+    }
 
 
 def tail_loss(losses: list[float], tail: float = TAIL) -> float:
@@ -114,20 +123,33 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.1f}%".replace("-", "−")
 
 
+def _common(values: list) -> Any:
+    if len(set(values)) != 1:
+        raise ValueError(f"the blocks' runs differ in length: {values}")
+    return values[0]
+
+
 def _sci(x: float) -> str:
+    if x == 0:
+        return "0"
     return f"{x:.1e}".replace("e-0", "e-").replace("-", "−")
 
 
 def exact_table(result: dict[str, Any]) -> str:
+    steps = _common([row["ours_vs_theirs_torch_adamw"]["steps"] for row in result["exact"].values()])
+    steps64 = _common([row["float64"]["steps"] for row in result["exact"].values()])
     lines = [
-        "| block | steps | largest \\|Δ loss\\| ours vs theirs (torch AdamW) | at step | first 100 steps | Δ eval loss "
-        "| ours vs theirs with their script's AdamW (transformers') | theirs: transformers' vs torch AdamW |",
+        f"| block | float64, step 1 | float64, {steps64} steps | float32, {steps} steps (at step) "
+        "| float32, first 100 steps "
+        "| float32: Δ final eval loss | float32: ours against theirs with their script's AdamW "
+        "| float32: theirs, their script's AdamW against torch's |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for block, row in result["exact"].items():
         same = row["ours_vs_theirs_torch_adamw"]
         lines.append(
-            f"| {block} | {same['steps']} | {_sci(same['max_abs'])} | {same['at_step']} | "
+            f"| {block} | {_sci(row['float64']['first_step_abs'])} | {_sci(row['float64']['max_abs'])} | "
+            f"{_sci(same['max_abs'])} ({same['at_step']}) | "
             f"{_sci(same['first_100_max_abs'])} | {_sci(row['eval_difference'])} | "
             f"{_sci(row['ours_vs_theirs_hf_adamw']['max_abs'])} | {_sci(row['their_adamw_hf_vs_torch']['max_abs'])} |"
         )
@@ -164,8 +186,8 @@ def _describe(stats: list[dict]) -> str:
     if all(s["std"] == 0.0 for s in stats):
         values = sorted({round(s["mean"], 4) for s in stats})
         return "= " + ", ".join(f"{v:g}" for v in values)
-    stds = sorted({round(s["std"], 4) for s in stats})
-    return "std " + (f"{stds[0]:g}" if len(stds) == 1 else f"{stds[0]:g}–{stds[-1]:g}")
+    stds = sorted({f"{s['std']:.2g}" for s in stats}, key=float)  # two figures: the draws' own spread is ~1%
+    return "std " + (stds[0] if len(stds) == 1 else f"{stds[0]}–{stds[-1]}")
 
 
 def init_rows(result: dict[str, Any], block: str) -> list[tuple[str, str, str]]:
@@ -183,11 +205,11 @@ def init_rows(result: dict[str, Any], block: str) -> list[tuple[str, str, str]]:
         if theirs != ours:
             rows.append((role, theirs, ours))
     params = result["parameter_groups"][block]["their_parameters"]
-    only_theirs = sorted({_role(n) for n in init["only_theirs"] if params[n]["trainable"]})
+    used = [n for n in init["only_theirs"] if params[n]["trainable"] and params[n].get("updated", True)]
+    only_theirs = sorted({_role(n) for n in used})
     only_ours = sorted({_role(n) for n in init["only_ours"]})
     rows += [
-        (f"{r} (theirs only)", _describe([params[n]["init"] for n in init["only_theirs"] if _role(n) == r]), "—")
-        for r in only_theirs
+        (f"{r} (theirs only)", _describe([params[n]["init"] for n in used if _role(n) == r]), "—") for r in only_theirs
     ]
     rows += [
         (f"{r} (ours only)", "—", _describe([s for n, s in init["only_ours"].items() if _role(n) == r]))

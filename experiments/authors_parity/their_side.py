@@ -115,6 +115,9 @@ def main(job_file: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for optim in job["optims"]:
         model, model_config = build_model()
+        # float64 on request (exact parity below float32's rounding); their W_init attribute stays float32 and is
+        # promoted where it is added to a float64 weight
+        model.to(getattr(torch, job.get("dtype", "float32")))
         params = dict(model.named_parameters())
         init = {n: _stats(p) for n, p in params.items()}
         if job.get("save_init") and optim == job["optims"][0]:
@@ -169,6 +172,7 @@ def main(job_file: str) -> None:
         record = {
             "code": "theirs",
             "optimizer": optim,
+            "dtype": job.get("dtype", "float32"),
             "optimizer_class": _class_name(getattr(trainer.optimizer, "optimizer", trainer.optimizer)),
             "seed": int(cfg.seed),
             "overrides": job["overrides"],

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import torch
 
+from modeling_simplified.training.corpus import code_dataset
+from modeling_simplified.training.data import chunk_causal, train_tokenizer
+
 #: block -> the authors' hydra overrides that select it (their `exp_scripts/baseline_comparison.sh`: Pre-LN is the
 #: default config; V-SkipInit is `skipless` with plain orthogonal W^V, W^P; SAS is `skipless` (Fig. 9); SAS-P is
 #: `skipless-parallel` (Fig. 10)).
@@ -59,9 +62,6 @@ def build_batches(setting: Miniature, path: Path) -> dict:
     reproduction's tokenizer recipe), every full `seq_len` window of those files in a seeded shuffled order (the
     first `steps × batch` are trained on, in order), and `eval_windows` windows of the validation files. Saved as one
     tensor file both venvs read (`torch.load(weights_only=True)`)."""
-    from modeling_simplified.training.corpus import code_dataset
-    from modeling_simplified.training.data import chunk_causal, train_tokenizer
-
     train = code_dataset("train", max_files=setting.train_files)
     valid = code_dataset("validation")
     tokenizer = train_tokenizer("bpe", (row["content"] for row in train), setting.vocab_size)

@@ -79,7 +79,7 @@ REQUIREMENTS = (
     "hydra-core==1.3.2",
     "numpy==1.26.4",
     "setuptools==80.9.0",
-    "safetensors",
+    "safetensors==0.8.0",
 )
 
 

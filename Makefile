@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo lint test test-slow test-all test-gpu test-compat bench reproduce reproduce-depth clean
+.PHONY: setup demo lint test test-slow test-all test-gpu test-compat bench reproduce reproduce-depth reproduce-authors clean
 
 setup: $(VENV)/.installed
 
@@ -43,6 +43,12 @@ reproduce: setup
 # budget is about 40 minutes on one core. Results in docs/reproduction/codeparrot-depth/; resumable.
 reproduce-depth: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m experiments.reproduce --preset codeparrot-depth --depths 12 48 --lr-grid 2e-3 4e-3 8e-3 $(REPRODUCE_ARGS)
+
+# Training parity with the authors' code (experiments/authors_parity/): their transformers-4.30 venv in
+# build/authors-parity/, their vendored source with a 3-line CPU patch, both codes trained on the same batches.
+# Resumable; about an hour on 2 shared cores. Results in docs/reproduction/authors-parity/results.json.
+reproduce-authors: setup
+	OMP_NUM_THREADS=1 $(BIN)/python -m experiments.authors_parity
 
 test: setup
 	$(BIN)/pytest -q

@@ -35,6 +35,7 @@ from typing import Any
 
 from benchmarks import targets
 from benchmarks.common import per_round
+from experiments.authors_parity import results as authors_parity
 from experiments.reproduce.analysis import Z
 
 REPO = Path(__file__).resolve().parents[1]
@@ -572,8 +573,15 @@ def readme_bf16_table() -> str:
     return "\n".join(lines)
 
 
+#: the parity runs against the authors' code (`python -m experiments.authors_parity`)
+AUTHORS = "authors-parity"
+
+
 #: every generated block: its name in the markers → its table
 BLOCKS: dict[str, Callable[[], str]] = {
+    "reproduction-authors-exact": lambda: authors_parity.exact_table(reproduction(AUTHORS)),
+    "reproduction-authors-init": lambda: authors_parity.init_table(reproduction(AUTHORS)),
+    "reproduction-authors-lead": lambda: authors_parity.lead_table(reproduction(AUTHORS)),
     "reproduction-causal-sweep": lambda: sweep_table("codeparrot-tiny"),
     "reproduction-causal-eval": lambda: eval_table("codeparrot-tiny"),
     "reproduction-causal-claims": lambda: claims_table("codeparrot-tiny"),
@@ -664,6 +672,7 @@ def facts() -> list[Fact]:
         *bf16_facts(),
         *bf16_speed_facts(),
         *bf16_cpu_facts(),
+        *authors_facts(),
     ]
 
 
@@ -1011,6 +1020,51 @@ def _depth_claim(result: dict[str, Any], start: str) -> dict[str, Any]:
 
 def _higher(values: list[float]) -> str:
     return _common(["higher" if v > 0 else "lower" for v in values])
+
+
+def _sci(x: float) -> str:
+    return authors_parity._sci(x)
+
+
+def _lead_pct(at_lr: dict[str, Any], code: str, block: str) -> str:
+    d = at_lr[code]["lead"][block]
+    pct = authors_parity._pct
+    return f"{pct(d['mean'])} ({', '.join(pct(x) for x in d['per_seed'])})"
+
+
+def authors_facts() -> list[Fact]:
+    """The parity runs against the authors' code (`docs/reproduction.md`, "Training parity with the authors' code")."""
+    r, page = reproduction(AUTHORS), "docs/reproduction.md"
+    exact = r["exact"]
+    simplified = [b for b in exact if b != "pre_ln"]
+    hf = [row["their_adamw_hf_vs_torch"]["max_abs"] for row in exact.values()]
+    steps = _common([row["ours_vs_theirs_torch_adamw"]["steps"] for row in exact.values()])
+    facts = [
+        Fact(
+            page,
+            f"agree to within {_sci(max(row['float64']['max_abs'] for row in exact.values()))} nats for "
+            f"{_common([row['float64']['steps'] for row in exact.values()])} steps in every block",
+        ),
+        Fact(
+            page,
+            f"after {steps} steps the simplified blocks differ by at most "
+            f"{_sci(max(exact[b]['ours_vs_theirs_torch_adamw']['max_abs'] for b in simplified))} and Pre-LN by "
+            f"{_sci(exact['pre_ln']['ours_vs_theirs_torch_adamw']['max_abs'])}",
+        ),
+        Fact(page, f"moves their own float32 curves by {_sci(min(hf))}–{_sci(max(hf))} within {steps} steps"),
+    ]
+    for at_lr in r["init_parity"]:
+        lr = f"{at_lr['learning_rate']:.0e}".replace("e-0", "e-")
+        for block in at_lr["blocks"]:
+            if block != "pre_ln":
+                facts.append(
+                    Fact(
+                        page,
+                        f"at {lr}, {block}: {_lead_pct(at_lr, 'theirs', block)} in their code, "
+                        f"{_lead_pct(at_lr, 'ours', block)} in ours",
+                    )
+                )
+    return facts
 
 
 def depth_facts() -> list[Fact]:

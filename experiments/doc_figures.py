@@ -528,22 +528,16 @@ def bf16_speed_table() -> str:
         for cell in result["runs"].values():
             text = "-" if cell is None else f"{num(cell['ratio'])} ({num(cell['low'])}–{num(cell['high'])})"
             cells.append(text + (" ✓" if cell and cell["met"] else ""))
-        counted = (
-            "yes"
-            if result["pooled"]
-            else "no: " + "; ".join(sorted({c["excluded"] for c in result["runs"].values() if c and c["excluded"]}))
-        )
+        excluded = sorted({c["excluded"] for c in result["runs"].values() if c and c["excluded"]})
+        counted = "yes" if result["pooled"] else "no: " + ("; ".join(excluded) or "not measured")
         lines.append(f"| {t.label} | {' | '.join(cells)} | {counted} |")
     mfu = [", ".join(f"{m} {num(100 * v, 1)}%" for m, v in targets.bf16_mfu(r).items()) for r in runs.values()]
     lines.append(f"| bf16 MFU ≥ {targets.BF16_MFU:.0%} of the bf16 GEMM peak | {' | '.join(mfu)} | - |")
-    for model, base in (("sas_p", "pre_ln"), ("sas", "pre_ln"), ("pre_ln", "gpt2")):
-        cells = [
-            _ratio_cell(ratio(r["compile"], model, base), of_min=False) if "compile" in r else "-"
-            for r in runs.values()
-        ]
-        lines.append(
-            f"| (no target) compiled, bf16: {model} / {'GPT-2' if base == 'gpt2' else base} | {' | '.join(cells)} | - |"
-        )
+    cells = [
+        _ratio_cell(ratio(r["compile"], "pre_ln", "gpt2"), of_min=False) if "compile" in r else "-"
+        for r in runs.values()
+    ]
+    lines.append(f"| (no target) compiled, bf16: pre_ln / GPT-2 | {' | '.join(cells)} | - |")
     return "\n".join(lines)
 
 

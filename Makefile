@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo lint test test-slow test-all test-gpu test-compat bench reproduce reproduce-depth clean
+.PHONY: setup demo lint test test-slow test-all test-gpu test-compat bench reproduce reproduce-depth reproduce-glue clean
 
 setup: $(VENV)/.installed
 
@@ -43,6 +43,12 @@ reproduce: setup
 # budget is about 40 minutes on one core. Results in docs/reproduction/codeparrot-depth/; resumable.
 reproduce-depth: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m experiments.reproduce --preset codeparrot-depth --depths 12 48 --lr-grid 2e-3 4e-3 8e-3 $(REPRODUCE_ARGS)
+
+# Table 2 in miniature: the masked-LM side's pretrained pre_ln, sas and sas_p (reused, or trained by the reproduction's
+# code) scored by simplified-glue on MR and stdlib-topic, 3 fine-tuning seeds, 2 blocks at a time (one thread each).
+# About 10 CPU-minutes per block and seed. Results in docs/reproduction/crammed-bert-tiny-glue/; resumable.
+reproduce-glue: setup
+	$(BIN)/python -m experiments.glue_tiny --jobs 2 --seeds 0 1 2 $(REPRODUCE_ARGS)
 
 test: setup
 	$(BIN)/pytest -q

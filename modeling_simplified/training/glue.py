@@ -272,7 +272,8 @@ def run_glue(
         raise UsageError(f"--max-steps must be >= 1, got {max_steps}.")
     pretrained = pretrained_dir(str(init_from))  # a UsageError unless a model of this family is there
     out = Path(output_dir) if output_dir is not None else Path("runs") / "glue" / Path(init_from).resolve().name
-    plans = {(t.name, s): task_plan(t, s, init_from, out, overrides, max_steps) for t in tasks for s in seeds}
+    # seed by seed, so that every finished seed has a GLUE score
+    plans = {(t.name, s): task_plan(t, s, init_from, out, overrides, max_steps) for s in seeds for t in tasks}
     runs: dict[str, dict[int, dict]] = {}
     for (task_name, seed), plan in plans.items():  # every plan checked, and every finished run found, first
         validate(plan.preset)

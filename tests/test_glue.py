@@ -334,3 +334,27 @@ def test_a_failing_task_stops_with_one_error_and_keeps_the_finished_ones(olah_hu
 
     again = simplified_glue(olah_hub, home, *common, *tasks)
     assert again.returncode == 2 and "[1/2] rte seed 0: finished before, reused" in again.stderr
+
+
+def test_the_miniatures_report_puts_the_table_with_seed_ranges_beside_table_2():
+    from experiments.glue_tiny import results_md
+
+    tasks = [parse_task("mr=folder"), parse_task("stdlib-topic=embedded")]
+    blocks = {}
+    for name, (a, b) in {"Pre-LN": (0.6, 0.7), "SAS": (0.5, 0.9)}.items():
+        runs = {t.name: {s: _run(t.name, {"accuracy": v}) for s, v in ((0, a), (1, b))} for t in tasks}
+        for t in tasks:
+            for s in (0, 1):
+                runs[t.name][s]["baseline"] = {"predicts": "class 1", "validation": {"accuracy": 0.5}}
+        blocks[name] = {**summarise(tasks, [0, 1], runs), "complete": True}
+    summary = {
+        "command": "python -m experiments.glue_tiny",
+        "environment": {"commit": "abc"},
+        "tasks": {"mr": "MR", "stdlib-topic": "topic"},
+        "paper_table2": {"columns": ("GLUE", "MNLI (m/mm)"), "rows": {"Pre-LN": ("78.9±.7", "81.2/81.6")}},
+        "blocks": blocks,
+    }
+    text = results_md(summary)
+    assert "| SAS | 70.0±28.3 | 70.0 (50.0–90.0) | 70.0 (50.0–90.0) |" in text  # the seeds' scores: 50 and 90
+    assert "| Pre-LN | 78.9±.7 | 81.2/81.6 |" in text and "fine-tuning seeds 0, 1" in text
+    assert "Not every seed" not in text and "mr 50.0; stdlib-topic 50.0" in text

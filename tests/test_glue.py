@@ -358,3 +358,24 @@ def test_the_miniatures_report_puts_the_table_with_seed_ranges_beside_table_2():
     assert "| SAS | 70.0±28.3 | 70.0 (50.0–90.0) | 70.0 (50.0–90.0) |" in text  # the seeds' scores: 50 and 90
     assert "| Pre-LN | 78.9±.7 | 81.2/81.6 |" in text and "fine-tuning seeds 0, 1" in text
     assert "Not every seed" not in text and "mr 50.0; stdlib-topic 50.0" in text
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tasks", "sst-2"], "--tasks 'sst-2': not a GLUE task; allowed values: cola, sst2"),
+        (["--tasks", "rte", "rte"], "--tasks: each task once, got rte rte"),
+        (["--seeds", "0", "0"], "--seeds must be one or more distinct seeds"),
+        (["--set", "training.lr=1"], "--set training.lr: unknown training field 'lr'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_status_2_before_anything_is_written(
+    tmp_path, pretrained, capsys, args, message
+):
+    from modeling_simplified.training.glue_cli import main
+
+    out = tmp_path / "out"
+    assert main(["--init-from", str(pretrained), "--output", str(out), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"simplified-glue: error: {message}")
+    assert not out.exists()

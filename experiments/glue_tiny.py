@@ -150,8 +150,9 @@ def results_md(summary: dict[str, Any]) -> str:
         "prose; the lr the reproduction chose for the block) fine-tuned by `simplified-glue` with the `glue-finetune` "
         "preset (App. D.2 / cramming: 5 epochs, batch 32, lr 1.5e-4, cosine decay, dropout 0.1) on two GLUE-like "
         "tasks, accuracy ×100 on their validation splits; mean over the fine-tuning seeds "
-        f"{', '.join(seeds)} (min–max in brackets); the score column is their mean ± the standard deviation over "
-        "seeds." + ("" if complete else " **Not every seed of every block finished: see `glue.json`'s `complete`.**"),
+        f"{', '.join(seeds)} (min–max in brackets); Score is the mean of the two accuracies, mean ± standard deviation "
+        "over the seeds."
+        + ("" if complete else " **Not every seed of every block finished: see `glue.json`'s `complete`.**"),
         "",
         render_table(rows),
         "Tasks: " + "; ".join(f"`{name}`: {text}" for name, text in summary["tasks"].items()) + ".",
@@ -168,7 +169,7 @@ def results_md(summary: dict[str, Any]) -> str:
         "## What differs",
         "",
         "- Tasks: MR and stdlib-topic, not GLUE's eight (GLUE's host is not reachable here); both are binary and "
-        "scored by accuracy, so the score column is the mean of two accuracies, not cramming's GLUE score over nine "
+        "scored by accuracy, so Score is the mean of two accuracies, not cramming's GLUE score over nine "
         "numbers (`simplified-glue` computes that one when pointed at `nyu-mll/glue`).",
         "- Scale: a 4-block, width-128 model pretrained for 300 steps (about 1.2M tokens) on a CPU, against the "
         "paper's 16-block, width-768 crammed BERT pretrained for 24 hours on the Pile; the fine-tuning recipe is the "

@@ -208,12 +208,14 @@ def _cell(summary: dict[str, Any], ranges: bool) -> str:
 
 def render_table(rows: dict[str, dict[str, Any]], ranges: bool = True) -> str:
     """A Markdown table in the layout of the paper's Table 2: one row per glue.json in `rows` (by row name), the
-    GLUE score (mean ± std over seeds) first, then each task's main metric ×100, mean over seeds (with `ranges`, the
+    GLUE score (mean ± std over seeds; "Score" when a task is not GLUE's) first, then each task's main metric ×100, mean over seeds (with `ranges`, the
     seeds' min–max in brackets); MNLI as matched/mismatched. Columns: Table 2's tasks that any row has, in its order,
     then the others."""
     present = [name for glue in rows.values() for name in glue["tasks"] if "summary" in glue["tasks"][name]]
     order = [t for t in TABLE2_TASKS if t in present] + list(dict.fromkeys(t for t in present if t not in TABLE2_TASKS))
-    head = ["", "GLUE"] + [DISPLAY.get(t, t) + (" (m/mm)" if t == "mnli" else "") for t in order]
+    # the score of other tasks than GLUE's is no GLUE score
+    score_name = "GLUE" if all(t in GLUE_TASKS for t in order) else "Score"
+    head = ["", score_name] + [DISPLAY.get(t, t) + (" (m/mm)" if t == "mnli" else "") for t in order]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row_name, glue in rows.items():
         score = glue["glue_score"]

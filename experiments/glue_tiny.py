@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 def pretrained_runs(args: argparse.Namespace) -> dict[str, Path]:
     """Each block's pretrained run at its chosen lr, reused or trained by the reproduction's code."""
     lrs = json.loads(RESULTS.read_text())["lrs"]["best_lr"]
-    argv = ["--preset", FAMILY, "--blocks", *args.blocks, "--seeds", str(args.pretrain_seed)]
+    blocks = list(dict.fromkeys(["pre_ln", *args.blocks]))  # the reproduction's check wants its baseline named
+    argv = ["--preset", FAMILY, "--blocks", *blocks, "--seeds", str(args.pretrain_seed)]
     reproduce = reproduce_parser().parse_args([*argv, "--runs-dir", args.runs_dir, "--finetune", "none"])
     check(reproduce)
     runs = [run_at(reproduce, block, args.pretrain_seed, lrs[block]) for block in args.blocks]

@@ -135,13 +135,22 @@ def report(args: argparse.Namespace, runs: dict[str, Path]) -> dict[str, Any]:
     return summary
 
 
+def finished(rows: dict[str, dict[str, Any]]) -> str:
+    """The finished fine-tuning seeds of each block and task, e.g. "Pre-LN: mr 0 1, stdlib-topic 0"."""
+    return "; ".join(
+        f"{name}: "
+        + ", ".join(f"{task} seed {' '.join(entry['seeds']) or 'none'}" for task, entry in glue["tasks"].items())
+        for name, glue in rows.items()
+    )
+
+
 def results_md(summary: dict[str, Any]) -> str:
     """The miniature's table (with per-seed ranges) beside Table 2, and what differs."""
     rows = summary["blocks"]
     seeds = sorted({s for glue in rows.values() for t in glue["tasks"].values() for s in t["seeds"]}, key=int)
     complete = all(glue["complete"] for glue in rows.values())
     first = next(iter(rows.values()))
-    baseline = {name: t["baseline"] for name, t in first["tasks"].items()}
+    baseline = {name: t.get("baseline") for name, t in first["tasks"].items()}
     lines = [
         "# GLUE-like scores of the tiny crammed BERTs (Table 2 in miniature)",
         "",
@@ -153,7 +162,7 @@ def results_md(summary: dict[str, Any]) -> str:
         "tasks, accuracy ×100 on their validation splits; mean over the fine-tuning seeds "
         f"{', '.join(seeds)} (min–max in brackets); Score is the mean of the two accuracies, mean ± standard deviation "
         "over the seeds."
-        + ("" if complete else " **Not every seed of every block finished: see `glue.json`'s `complete`.**"),
+        + ("" if complete else f" **Not every seed of every block finished** (finished: {finished(rows)})."),
         "",
         render_table(rows),
         "Tasks: " + "; ".join(f"`{name}`: {text}" for name, text in summary["tasks"].items()) + ".",

@@ -379,3 +379,22 @@ def test_bad_input_is_one_line_and_exit_status_2_before_anything_is_written(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"simplified-glue: error: {message}")
     assert not out.exists()
+
+
+def test_the_miniatures_report_says_which_seeds_finished_when_some_did_not():
+    from experiments.glue_tiny import results_md
+
+    tasks = [parse_task("mr=folder"), parse_task("stdlib-topic=embedded")]
+    runs = {"mr": {0: _run("mr", {"accuracy": 0.6}), 1: _run("mr", {"accuracy": 0.7})}}
+    runs["stdlib-topic"] = {0: _run("stdlib-topic", {"accuracy": 0.8})}
+    glue = {**summarise(tasks, [0, 1], runs), "complete": False}
+    summary = {
+        "command": "python -m experiments.glue_tiny",
+        "environment": {"commit": "abc"},
+        "tasks": {},
+        "paper_table2": {"columns": ("GLUE",), "rows": {}},
+        "blocks": {"SAS": glue},
+    }
+    text = results_md(summary)
+    assert "**Not every seed of every block finished** (finished: SAS: mr seed 0 1, stdlib-topic seed 0)" in text
+    assert "| SAS | 70.0±0.0 | 65.0 (60.0–70.0) | 80.0 |" in text  # the score: seed 0 alone (seed 1 lacks a task)

@@ -166,6 +166,14 @@ def results_md(summary: dict[str, Any]) -> str:
         "",
         render_table(rows),
         "Tasks: " + "; ".join(f"`{name}`: {text}" for name, text in summary["tasks"].items()) + ".",
+        "Pretrained runs (seed "
+        + ", ".join(sorted({str(g["pretraining"]["seed"]) for g in rows.values()}))
+        + "; masked-LM eval loss at the end): "
+        + "; ".join(
+            f"{name} lr {g['pretraining']['learning_rate']:g}, loss {g['pretraining']['eval_loss']:.2f}"
+            for name, g in rows.items()
+        )
+        + ".",
         "Constant prediction (most frequent training class): "
         + "; ".join(f"{name} {100 * b['validation']['accuracy']:.1f}" for name, b in baseline.items() if b)
         + ".",
@@ -185,7 +193,8 @@ def results_md(summary: dict[str, Any]) -> str:
         "paper's 16-block, width-768 crammed BERT pretrained for 24 hours on the Pile; the fine-tuning recipe is the "
         "same.",
         "- Seeds: the paper fine-tunes 3 seeds; this table has the seeds listed above, from one pretrained run per "
-        "block.",
+        "block."
+        + ("" if complete else " The remaining runs: `make reproduce-glue` (resumable: the finished runs are reused)."),
         "",
     ]
     return "\n".join(lines)

@@ -346,7 +346,8 @@ def test_the_miniatures_report_puts_the_table_with_seed_ranges_beside_table_2():
         for t in tasks:
             for s in (0, 1):
                 runs[t.name][s]["baseline"] = {"predicts": "class 1", "validation": {"accuracy": 0.5}}
-        blocks[name] = {**summarise(tasks, [0, 1], runs), "complete": True}
+        pretraining = {"seed": 0, "learning_rate": 0.004, "eval_loss": 4.6}
+        blocks[name] = {**summarise(tasks, [0, 1], runs), "complete": True, "pretraining": pretraining}
     summary = {
         "command": "python -m experiments.glue_tiny",
         "environment": {"commit": "abc"},
@@ -387,7 +388,8 @@ def test_the_miniatures_report_says_which_seeds_finished_when_some_did_not():
     tasks = [parse_task("mr=folder"), parse_task("stdlib-topic=embedded")]
     runs = {"mr": {0: _run("mr", {"accuracy": 0.6}), 1: _run("mr", {"accuracy": 0.7})}}
     runs["stdlib-topic"] = {0: _run("stdlib-topic", {"accuracy": 0.8})}
-    glue = {**summarise(tasks, [0, 1], runs), "complete": False}
+    pretraining = {"seed": 0, "learning_rate": 0.016, "eval_loss": 4.6}
+    glue = {**summarise(tasks, [0, 1], runs), "complete": False, "pretraining": pretraining}
     summary = {
         "command": "python -m experiments.glue_tiny",
         "environment": {"commit": "abc"},
@@ -398,3 +400,4 @@ def test_the_miniatures_report_says_which_seeds_finished_when_some_did_not():
     text = results_md(summary)
     assert "**Not every seed of every block finished** (finished: SAS: mr seed 0 1, stdlib-topic seed 0)" in text
     assert "| SAS | 70.0±0.0 | 65.0 (60.0–70.0) | 80.0 |" in text  # the score: seed 0 alone (seed 1 lacks a task)
+    assert "SAS lr 0.016, loss 4.60" in text and "The remaining runs: `make reproduce-glue`" in text

@@ -7,7 +7,10 @@ git repositories that this module builds in the layouts the Hub holds for the da
 - `monology/pile-uncopyrighted`: `train/NN.jsonl.zst`, `val.jsonl.zst`, `test.jsonl.zst`, rows
   `{"text", "meta": {"pile_set_name"}}`; from this layout `datasets` infers only a `train` split, as on the Hub.
 - `nyu-mll/glue`: one parquet file per config and split (`<task>/<split>-00000-of-00001.parquet`, label names in the
-  files' features), the configs declared in the README's YAML.
+  files' features), the configs declared in the README's YAML (`configs:`) with their features and splits
+  (`dataset_info:`, the ClassLabel names), as the Hub's card has them.
+- `simplified-tests/glue-unlabelled`: the same layout for RTE alone, without a label column (a copy of GLUE's test
+  files, say): fine-tuning on it is refused.
 
 `OlahHub(root)` builds the repositories under `root/mirrors`, starts `olah-cli` on a free port and waits until it
 answers; `publish(folder, repo_id)` makes any folder (an exported model) a served git repository. olah is read-only:
@@ -163,18 +166,39 @@ def build_pile(mirrors: Path) -> None:
     _git_repo(repo)
 
 
-def build_glue(mirrors: Path) -> None:
-    """Every GLUE task as the Hub holds it; labels follow the text's source (learnable), the test split is
-    unlabelled (-1) as on the Hub."""
-    repo = mirrors / "datasets" / GLUE
+GLUE_UNLABELLED = "simplified-tests/glue-unlabelled"
+
+
+def _dataset_info(
+    task: str, columns: tuple[str, ...], names: tuple[str, ...] | None, splits: dict[str, tuple[int, int]]
+) -> str:
+    """A config's `dataset_info:` entry of the card's YAML: its features (the label a class_label with its names,
+    or a float score) and its splits' (examples, bytes)."""
+    lines = [f"- config_name: {task}", "  features:"]
+    lines += [f"  - name: {c}\n    dtype: string" for c in columns]
+    if names is None:
+        lines.append("  - name: label\n    dtype: float32")
+    elif names:
+        classes = "".join(f"\n          '{k}': {name}" for k, name in enumerate(names))
+        lines.append(f"  - name: label\n    dtype:\n      class_label:\n        names:{classes}")
+    lines.append("  - name: idx\n    dtype: int32")
+    lines.append("  splits:")
+    lines += [f"  - name: {split}\n    num_bytes: {size}\n    num_examples: {n}" for split, (n, size) in splits.items()]
+    return "\n".join(lines) + "\n"
+
+
+def glue_repo(repo: Path, layout: dict, labelled: bool = True) -> None:
+    """GLUE's layout for the tasks of `layout`: labels follow the text's source (learnable), the test split is
+    unlabelled (-1) as on the Hub; without `labelled`, no label column at all."""
     texts = prose_documents(160)
     datasets.disable_progress_bars()  # one bar per parquet file otherwise
-    configs = []
-    for task, (columns, names, splits) in GLUE_LAYOUT.items():
+    configs, infos = [], []
+    for task, (columns, names, splits) in layout.items():
         features = {c: datasets.Value("string") for c in columns}
-        features["label"] = datasets.ClassLabel(names=list(names)) if names else datasets.Value("float32")
+        if labelled:
+            features["label"] = datasets.ClassLabel(names=list(names)) if names else datasets.Value("float32")
         features["idx"] = datasets.Value("int32")
-        files = []
+        files, sizes = [], {}
         for s, split in enumerate(splits):
             n = 48 if split == "train" else 16
             rows = []
@@ -183,14 +207,22 @@ def build_glue(mirrors: Path) -> None:
                 if split.startswith("test"):
                     label = -1 if names else -1.0
                 row = {c: texts[(i * len(columns) + j + 7 * s) % len(texts)][:300] for j, c in enumerate(columns)}
-                rows.append({**row, "label": label, "idx": i})
+                rows.append({**row, **({"label": label} if labelled else {}), "idx": i})
             path = repo / task / f"{split}-00000-of-00001.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
             datasets.Dataset.from_list(rows, features=datasets.Features(features)).to_parquet(str(path))
+            sizes[split] = (n, path.stat().st_size)
             files.append(f"  - split: {split}\n    path: {task}/{split}-*\n")
         configs.append(f"- config_name: {task}\n  data_files:\n" + "".join(files))
-    _readme(repo, "configs:\n" + "".join(configs))
+        infos.append(_dataset_info(task, columns, names if labelled else (), sizes))
+    _readme(repo, "dataset_info:\n" + "".join(infos) + "configs:\n" + "".join(configs))
     _git_repo(repo)
+
+
+def build_glue(mirrors: Path) -> None:
+    """Every GLUE task as the Hub holds it, and a repository in its layout without labels."""
+    glue_repo(mirrors / "datasets" / GLUE, GLUE_LAYOUT)
+    glue_repo(mirrors / "datasets" / GLUE_UNLABELLED, {"rte": GLUE_LAYOUT["rte"]}, labelled=False)
 
 
 BUILDERS = (build_codeparrot, build_pile, build_glue)

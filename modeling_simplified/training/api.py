@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tqdm
 from transformers import AutoTokenizer, DataCollatorWithPadding, set_seed
 
@@ -33,6 +32,7 @@ from modeling_simplified.hub_cards.export import export_model
 
 from .callbacks import DiagnosticsCallback, LayerStats
 from .data import PackingCollator, ResumableMaskingCollator, build_task_data
+from .metrics import compute_metrics_for, constant_baseline, metric_names
 from .plan import RaptrOptions, TrainPlan
 from .plotting import plot_loss_curve
 from .preemption import RunInterrupted, StopOnSignal
@@ -53,6 +53,11 @@ SUMMARY_KEYS = {
     "eval_loss": "eval_loss",
     "perplexity": "perplexity",
     "eval_accuracy": "eval_accuracy",
+    "eval_f1": "eval_f1",
+    "eval_matthews_correlation": "eval_matthews_correlation",
+    "eval_pearson": "eval_pearson",
+    "eval_spearman": "eval_spearman",
+    "eval_mismatched_accuracy": "eval_mismatched_accuracy",
     "majority_baseline": "majority_baseline",
     "training_precision": "training_precision",
     "wall_time_s": "wall_time_s",
@@ -274,7 +279,9 @@ def _train(plan: TrainPlan, stopper: StopOnSignal) -> TrainResult:
         diagnostics=diag,
         lr_decay_start=lr_decay_start,
         callbacks=[cb for cb in (diag, raptr_cb, stopper) if cb],
-        compute_metrics=_compute_metrics if preset.task == "sequence-classification" else None,
+        compute_metrics=compute_metrics_for(data.glue_task, data.num_labels)
+        if preset.task == "sequence-classification"
+        else None,
         process_started=started,
     )
     first_step = 0
@@ -316,9 +323,7 @@ def _train(plan: TrainPlan, stopper: StopOnSignal) -> TrainResult:
         "segments": totals["segments"],
     }
     if preset.task == "sequence-classification":
-        labels = list(data.eval["label"])
-        metrics["eval_accuracy"] = final_eval.get("eval_accuracy")
-        metrics["majority_baseline"] = max(labels.count(v) for v in set(labels)) / len(labels)
+        metrics.update(_classification_metrics(trainer, data, final_eval))
     else:
         metrics["perplexity"] = math.exp(min(final_eval["eval_loss"], 700.0))
     result = TrainResult(output_dir=out, metrics=metrics, log_history=history)
@@ -446,12 +451,33 @@ def _model_and_data(preset: Preset, init_from: Path | None, resume_from: Path | 
     return model, data
 
 
-def _compute_metrics(eval_pred) -> dict[str, float]:
-    logits, labels = eval_pred.predictions, eval_pred.label_ids
-    logits = logits[0] if isinstance(logits, tuple) else logits
-    if logits.ndim == 2 and logits.shape[-1] == 1:  # regression (STS-B)
-        return {"pearson": float(np.corrcoef(logits[:, 0], labels)[0, 1])}
-    return {"accuracy": float((logits.argmax(-1) == labels).mean())}
+def _classification_metrics(trainer: SimplifiedTrainer, data, final_eval: dict[str, float]) -> dict[str, Any]:
+    """A classifier's figures for `metrics.json`: the task's metrics (`metrics.py`) on every evaluation split by
+    name (`eval_metrics`; MNLI's mismatched split evaluated here), the primary split's also flat (`eval_<metric>`,
+    as the Trainer logs them) and the other splits' as `eval_<split without "validation_">_<metric>`; and the
+    constant prediction's metrics (`baseline`; for classes, `majority_baseline`: its main metric on the primary
+    split)."""
+    names = metric_names(data.glue_task, data.num_labels)
+    splits = {data.eval_split: {name: final_eval[f"eval_{name}"] for name in names}}
+    flat = {f"eval_{name}": value for name, value in splits[data.eval_split].items()}
+    for split, dataset in data.extra_eval.items():
+        prefix = "eval_" + split.removeprefix("validation_")
+        scores = trainer.evaluate(eval_dataset=dataset, metric_key_prefix=prefix)
+        splits[split] = {name: scores[f"{prefix}_{name}"] for name in names}
+        flat.update({f"{prefix}_{name}": value for name, value in splits[split].items()})
+    train_labels = data.train["label"]
+    baseline = {}
+    for split, dataset in {data.eval_split: data.eval, **data.extra_eval}.items():
+        predicts, baseline[split] = constant_baseline(data.glue_task, data.num_labels, train_labels, dataset["label"])
+    figures = {
+        "glue_task": data.glue_task,
+        "eval_metrics": splits,
+        **flat,
+        "baseline": {"predicts": predicts, **baseline},
+    }
+    if data.num_labels > 1:  # a majority class exists (a regression's constant is in `baseline` alone)
+        figures["majority_baseline"] = baseline[data.eval_split][names[0]]
+    return figures
 
 
 def _time_split(segments: list[dict[str, Any]], last_wall_s: float) -> str:

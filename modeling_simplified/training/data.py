@@ -23,7 +23,7 @@ import socket
 import sys
 import tempfile
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ GLUE_TASKS: dict[str, tuple[str, str | None, int, str]] = {
     "rte": ("sentence1", "sentence2", 2, "validation"),
     "wnli": ("sentence1", "sentence2", 2, "validation"),
 }
+#: GLUE task → the evaluation splits besides its eval split (MNLI is scored on matched and mismatched both)
+GLUE_EXTRA_EVAL: dict[str, tuple[str, ...]] = {"mnli": ("validation_mismatched",)}
 BPE_SPECIALS = ("<|endoftext|>",)
 WORDPIECE_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -69,6 +71,12 @@ class TaskData:
     source: str  # a human-readable name of the data actually used
     num_labels: int = 0
     label_names: tuple[str, ...] = ()
+    #: classification: the GLUE task whose metrics score it (`metrics.py`; None: other data, accuracy)
+    glue_task: str | None = None
+    #: classification: more evaluation splits by name (MNLI's `validation_mismatched`), scored after training
+    extra_eval: dict[str, datasets.Dataset] = field(default_factory=dict)
+    #: the name of the split `eval` holds
+    eval_split: str = "validation"
 
 
 # -- loading raw text ------------------------------------------------------------------------------------------
@@ -422,11 +430,35 @@ def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, v
             spec.eval_data_files,
             "data.eval_split",
         )
+        glue_task = spec.dataset_config if spec.dataset_config in GLUE_TASKS else None
+        # the extra splits go with the task's own eval split (another eval_split is scored alone)
+        extra = GLUE_EXTRA_EVAL.get(glue_task, ()) if glue_task and eval_split == GLUE_TASKS[glue_task][3] else ()
+        extra_raw = {
+            split: load_remote(
+                spec.eval_dataset or spec.dataset, spec.dataset_config, split, False, None, "data.eval_split"
+            )
+            for split in extra
+        }
+        where = f"dataset {spec.dataset!r}" + (f" (config {spec.dataset_config!r})" if spec.dataset_config else "")
+        for split_name, ds in (("train", train_raw), (eval_split, eval_raw), *extra_raw.items()):
+            if "label" not in ds.column_names:
+                raise UsageError(
+                    f"{where}, split {split_name!r}: no 'label' column to fine-tune on (columns: "
+                    f"{', '.join(ds.column_names)})."
+                )
         feature = train_raw.features.get("label")
+        if glue_task and num > 1 and not hasattr(feature, "names"):
+            raise UsageError(
+                f"{where}: its 'label' column is not a ClassLabel (the dataset card's dataset_info names the "
+                f"classes); found {feature!r}."
+            )
         labels = tuple(feature.names) if num > 1 and hasattr(feature, "names") else ("score",) * num
         source = f"{spec.dataset}/{spec.dataset_config}" if spec.dataset_config else spec.dataset
+    if spec.dataset == EMBEDDED:
+        glue_task, extra_raw, eval_split = None, {}, "validation"
     train_raw = _take(train_raw, spec.max_train_samples)
     eval_raw = _take(eval_raw, spec.max_eval_samples)
+    extra_raw = {split: _take(ds, spec.max_eval_samples) for split, ds in extra_raw.items()}
     if tokenizer is None and spec.tokenizer:
         tokenizer = load_tokenizer(spec.tokenizer)
     if tokenizer is None:
@@ -451,6 +483,10 @@ def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, v
     keep = {"label"}
     train = train_raw.map(encode, batched=True, remove_columns=[c for c in train_raw.column_names if c not in keep])
     evaluation = eval_raw.map(encode, batched=True, remove_columns=[c for c in eval_raw.column_names if c not in keep])
+    extra = {
+        split: ds.map(encode, batched=True, remove_columns=[c for c in ds.column_names if c not in keep])
+        for split, ds in extra_raw.items()
+    }
     return TaskData(
         train=train,
         eval=evaluation,
@@ -458,6 +494,9 @@ def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, v
         source=source,
         num_labels=len(labels),
         label_names=tuple(labels),
+        glue_task=glue_task,
+        extra_eval=extra,
+        eval_split=eval_split,
     )
 
 

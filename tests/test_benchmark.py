@@ -10,8 +10,18 @@ import torch
 import transformers
 
 from benchmarks import before_after, benchmark, common, gemv, parallel_gemm, targets
-from benchmarks.common import CPU_FLAGS, QUICK, build, ids, matmul_flops_per_token, optimizer_for, ratios, train_step
-from benchmarks.sections import SECTIONS
+from benchmarks.common import (
+    CPU_FLAGS,
+    QUICK,
+    Context,
+    build,
+    ids,
+    matmul_flops_per_token,
+    optimizer_for,
+    ratios,
+    train_step,
+)
+from benchmarks.sections import SECTIONS, generate
 from benchmarks.sections.allocator import MALLOC_KEEP
 from benchmarks.sections.train import ANCHORS, TRAIN_GROUPS
 from modeling_simplified.configuration_simplified import BLOCK_TYPES
@@ -132,16 +142,13 @@ def test_quick_bf16_run_measures_its_sections_in_bf16(tmp_path, capsys):
     """`--dtype bf16`: training steps under bf16 autocast (the GEMMs the MFU section records are bf16), inference with
     bf16 weights, the float32-only sections skipped with a note; `precision` compares both on this host."""
     out = tmp_path / "bench.json"
-    sections = "train,mfu,generate,generate_compiled,precision,memory"
+    sections = "train,mfu,generate,precision,memory"
     assert benchmark.main(["--quick", "--dtype", "bf16", "--sections", sections, "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "(section memory skipped in bf16: it measures float32 only)" in printed
     result = json.loads(out.read_text())
-    assert set(result) == {"meta", "train", "mfu", "generate", "generate_compiled", "precision"}
-    assert result["meta"]["dtype"] == "bf16"
+    assert set(result) == {"meta", "train", "mfu", "generate", "precision"} and result["meta"]["dtype"] == "bf16"
     assert result["mfu"]["pre_ln"]["peak_gemm"].endswith("bfloat16")
-    assert set(result["generate_compiled"]) == {"batch_1", "batch_8"}
-    assert set(result["generate_compiled"]["batch_8"]) == {"gpt2", "pre_ln", "sas_p"}
     precision = result["precision"]
     assert set(precision["train"]) == {"pre_ln", "sas_p"} and set(precision["generate_batch_1"]) == {"pre_ln", "sas_p"}
     assert set(precision["generate_batch_1_compiled"]) == {"pre_ln", "sas_p"}
@@ -149,6 +156,25 @@ def test_quick_bf16_run_measures_its_sections_in_bf16(tmp_path, capsys):
         precision["gemm_peak_gflops"]["bf16"] / precision["gemm_peak_gflops"]["float32"]
     )
     assert all(r["bf16_vs_float32"]["ratio_median"] > 0 for r in precision["train"].values())
+
+
+@pytest.mark.slow
+def test_compiled_generate_section_times_the_recipe(monkeypatch):
+    """`generate_compiled` times `generate.compile_for_decoding`'s models (one per batch size, with a static cache)
+    round-robin, with ratios to GPT-2 beside the weight-bytes bound; two models and one batch size here (each
+    compiles)."""
+    monkeypatch.setattr(generate, "NAMES", ("gpt2", "sas_p"))
+    monkeypatch.setattr(generate, "BATCHES", (2,))
+    compiled = []
+    recipe = generate.compile_for_decoding
+    monkeypatch.setattr(generate, "compile_for_decoding", lambda model: compiled.append(model) or recipe(model))
+    result = SECTIONS["generate_compiled"].run(Context(shape=QUICK, rounds=1, quick=True, dtype="bf16"))
+    assert len(compiled) == 2 and all(next(m.parameters()).dtype == torch.bfloat16 for m in compiled)
+    rows = result["batch_2"]
+    assert set(rows) == {"gpt2", "sas_p"} and rows["gpt2"]["vs_gpt2"]["ratio_median"] == 1.0
+    assert rows["sas_p"]["weight_bound_vs_gpt2"] > 1 and "Compiled generate()" in SECTIONS["generate_compiled"].table(
+        result
+    )
 
 
 def test_train_step_autocasts_only_in_bf16():

@@ -354,9 +354,8 @@ def test_conversion_fields_defaults():
     )
 
 
-def test_every_config_field_is_listed_in_the_readme_and_the_config_guide():
-    root = Path(__file__).resolve().parents[1]
-    for page in ("README.md", "docs/config.md"):
-        text = (root / page).read_text()
-        missing = [name for name in SimplifiedConfig.__annotations__ if f"`{name}`" not in text]
-        assert not missing, f"{page} does not list {missing}"
+def test_every_config_field_is_listed_in_the_config_guide():
+    """docs/config.md is where the fields are documented (the README links to it rather than repeating them)."""
+    text = (Path(__file__).resolve().parents[1] / "docs/config.md").read_text()
+    missing = [name for name in SimplifiedConfig.__annotations__ if f"`{name}`" not in text]
+    assert not missing, f"docs/config.md does not list {missing}"

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED_FUNCTION_LEVEL: dict[str, str] = {
     "modeling_simplified.training.cli: modeling_simplified.training.api": "the training stack (Trainer, datasets, "
     "matplotlib) loads once the arguments are read: `--help` and bad options answer without it",
+    "modeling_simplified.training.glue: modeling_simplified.training.api": "the same for `simplified-glue`: the "
+    "training stack loads for the first fine-tuning run, after the tasks and seeds are checked",
 }
 #: the checkout's tools: plain folders that import the installed package
 TOOLS = ("benchmarks", "experiments", "examples")

@@ -123,7 +123,8 @@ BF16_UNIT_FLAGS = ("avx512_bf16", "amx_bf16")
 BF16_STEP_SHARE = 0.85
 #: bf16 MFU (`mfu` of a `--dtype bf16` run) counted against this share of the host's bf16 GEMM peak
 BF16_MFU = 0.60
-#: bf16 decoding at batch 1 (the compiled recipe of docs/inference.md) against float32, beside the weight-bytes bound 2
+#: bf16 decoding at batch 1 against float32 (eager, and each by the compiled recipe of docs/inference.md), beside the
+#: weight-bytes bound 2
 BF16_DECODE = 1.6
 
 
@@ -193,12 +194,13 @@ BF16_TARGETS = (
     ),
     *(
         Target(
-            f"bf16 generate batch 1, compiled: {m} bf16 / float32 weights ≥ {BF16_DECODE} (weight-bytes bound 2)",
-            _precision_rows("generate_batch_1_compiled", m),
+            f"bf16 generate batch 1{label}: {m} bf16 / float32 weights ≥ {BF16_DECODE} (weight-bytes bound 2)",
+            _precision_rows(kind, m),
             lambda run: BF16_DECODE,
             1.0,
             _no_bf16_units,
         )
+        for kind, label in (("generate_batch_1", ", eager"), ("generate_batch_1_compiled", ", compiled"))
         for m in ("pre_ln", "sas_p")
     ),
     *(
@@ -222,8 +224,10 @@ def bf16_mfu(run: dict) -> dict[str, float]:
 
 def evaluate(target: Target, runs: dict[str, dict]) -> dict:
     """Per run: its median per-round ratio, range, bound, and whether it counts; pooled over the counted runs: the
-    median of all their per-round ratios, their range, the mean bound and whether the target is met."""
-    cells, pooled, bounds = {}, [], []
+    median of all their per-round ratios, their range, the mean bound, and the median of every round's ratio over its
+    own run's bound (the share of the bound: hosts with other peaks pool fairly), met when that share reaches the
+    target's fraction."""
+    cells, pooled, bounds, shares = {}, [], [], []
     for name, run in runs.items():
         rows = target.rows(run)
         if rows is None:
@@ -243,6 +247,7 @@ def evaluate(target: Target, runs: dict[str, dict]) -> dict:
         if excluded is None:
             pooled += ratios
             bounds.append(bound)
+            shares += [r / bound for r in ratios]  # each round against its own host's bound
     if not pooled:
         return {"runs": cells, "pooled": None}
     bound = statistics.fmean(bounds)
@@ -255,8 +260,8 @@ def evaluate(target: Target, runs: dict[str, dict]) -> dict:
             "high": max(pooled),
             "rounds": len(pooled),
             "bound": bound,
-            "share_of_bound": median / bound,
-            "met": median >= target.fraction * bound,
+            "share_of_bound": statistics.median(shares),
+            "met": statistics.median(shares) >= target.fraction,
         },
     }
 

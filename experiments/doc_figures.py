@@ -48,6 +48,8 @@ DECODE_RUNS = ("decode1", "decode2")
 FAST_HOST_RUNS = ("run9", "run10", "run11", "run12")
 #: the `--dtype bf16` runs (the bf16 targets, `python -m benchmarks.targets --dtype bf16`)
 BF16_RUNS = ("bf16run1",)
+#: the runs the bf16 targets table reads: bf16run1 and the precision-only run of the current code on another host
+BF16_TARGET_RUNS = ("bf16run1", "bf16precision1")
 #: the reproduction's two settings: each variant at its own best lr, every variant at Pre-LN's
 SETTINGS = ("best_lr", "shared_lr")
 #: He & Hofmann's Table 1: micro-batch steps per 24 hours against Pre-LN's (2080Ti), a quoted constant
@@ -517,7 +519,7 @@ def bf16_fidelity_table() -> str:
 
 def bf16_speed_table() -> str:
     """The bf16 targets over the `--dtype bf16` runs (`benchmarks.targets.BF16_TARGETS`), with the hosts' peaks."""
-    runs = {name: run(name) for name in BF16_RUNS}
+    runs = {name: run(name) for name in BF16_TARGET_RUNS}
     lines = [
         "| target | " + " | ".join(_run_label(n) for n in runs) + " | counted |",
         "|---|" + "---|" * (len(runs) + 1),
@@ -531,7 +533,7 @@ def bf16_speed_table() -> str:
         excluded = sorted({c["excluded"] for c in result["runs"].values() if c and c["excluded"]})
         counted = "yes" if result["pooled"] else "no: " + ("; ".join(excluded) or "not measured")
         lines.append(f"| {t.label} | {' | '.join(cells)} | {counted} |")
-    mfu = [", ".join(f"{m} {num(100 * v, 1)}%" for m, v in targets.bf16_mfu(r).items()) for r in runs.values()]
+    mfu = [", ".join(f"{m} {num(100 * v, 1)}%" for m, v in targets.bf16_mfu(r).items()) or "-" for r in runs.values()]
     lines.append(f"| bf16 MFU ≥ {targets.BF16_MFU:.0%} of the bf16 GEMM peak | {' | '.join(mfu)} | - |")
     cells = [
         _ratio_cell(ratio(r["compile"], "pre_ln", "gpt2"), of_min=False) if "compile" in r else "-"
@@ -599,7 +601,14 @@ BLOCKS: dict[str, Callable[[], str]] = {
 }
 
 #: the pages that hold generated blocks or checked facts
-PAGES = ("README.md", "docs/reproduction.md", "docs/raptr.md", "docs/speed.md", "docs/training.md")
+PAGES = (
+    "README.md",
+    "docs/reproduction.md",
+    "docs/raptr.md",
+    "docs/speed.md",
+    "docs/training.md",
+    "docs/inference.md",
+)
 
 _BLOCK = re.compile(r"<!-- generated:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /generated:(?P=name) -->", re.DOTALL)
 
@@ -683,6 +692,22 @@ def bf16_centring_facts() -> list[Fact]:
         Fact(
             "docs/speed.md", f"sas_p's bf16 step is {num(sas_p['ratio_median'])}× faster against the code of that run"
         ),
+        *bf16_decoding_facts(),
+    ]
+
+
+def bf16_decoding_facts() -> list[Fact]:
+    """docs/inference.md's compiled-recipe figures: `bf16precision1`'s batch-1 decoding rows of sas_p."""
+    precision = run("bf16precision1")["precision"]
+    eager, compiled = precision["generate_batch_1"]["sas_p"], precision["generate_batch_1_compiled"]["sas_p"]
+    page = "docs/inference.md"
+    return [
+        Fact(page, f"decoded sas_p in {num(compiled['bf16']['median_s'])} s with bf16 weights and"),
+        Fact(
+            page,
+            f"{num(compiled['float32']['median_s'])} s with float32 weights, against {num(eager['float32']['median_s'])} s",
+        ),
+        Fact(page, f"for eager float32 and {num(eager['bf16']['median_s'])} s for eager bf16"),
     ]
 
 

@@ -105,25 +105,19 @@ def test_both_codes_train_equal_steps(tmp_path):
     if not python.is_file():
         pytest.skip(f"the authors' venv is not set up ({python} missing): run python -m experiments.authors_parity")
     from experiments.authors_parity import our_side
+    from experiments.authors_parity.__main__ import their_job
     from experiments.authors_parity.settings import build_batches
 
     setting = Miniature(n_layer=2, n_embd=64, n_head=2, seq_len=32, vocab_size=512, batch=4, steps=5, train_files=20)
     data = build_batches(setting, tmp_path / "data.pt")
     src = venv.prepare_source(tmp_path / "build")
     job = {
+        **their_job(setting, data, src),
         "name": "sas",
-        "src": str(src),
         "data": str(tmp_path / "data.pt"),
         "overrides": setting.their_overrides("sas"),
         "seed": 0,
         "optims": ["adamw_torch"],
-        "steps": setting.steps,
-        "batch": setting.batch,
-        "learning_rate": setting.learning_rate,
-        "vocab_size": int(data["vocab_size"]),
-        "seq_len": setting.seq_len,
-        "bos_token_id": int(data["bos_token_id"]),
-        "eos_token_id": int(data["eos_token_id"]),
         "save_init": True,
         "dtype": "float64",
         "out": str(tmp_path / "theirs"),

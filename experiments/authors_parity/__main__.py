@@ -69,6 +69,20 @@ class Run:
         )
 
 
+def their_job(setting: Miniature, data: dict, src: Path) -> dict:
+    """The fields of a job of `their_side.py` that the setting, its batches and their source fix."""
+    return {
+        "src": str(src),
+        "steps": setting.steps,
+        "batch": setting.batch,
+        "learning_rate": setting.learning_rate,
+        "vocab_size": int(data["vocab_size"]),
+        "seq_len": setting.seq_len,
+        "bos_token_id": int(data["bos_token_id"]),
+        "eos_token_id": int(data["eos_token_id"]),
+    }
+
+
 def plan(
     setting: Miniature,
     blocks: list[str],
@@ -86,16 +100,7 @@ def plan(
         "data": str(BUILD / "data.pt"),
         "threads": 1,
     }
-    their = {
-        "src": str(src),
-        "steps": setting.steps,
-        "batch": setting.batch,
-        "learning_rate": setting.learning_rate,
-        "vocab_size": int(data["vocab_size"]),
-        "seq_len": setting.seq_len,
-        "bos_token_id": int(data["bos_token_id"]),
-        "eos_token_id": int(data["eos_token_id"]),
-    }
+    their = their_job(setting, data, src)
     runs = []
     for block in blocks:
         for seed in seeds:

@@ -35,6 +35,7 @@ from typing import Any
 
 from benchmarks import targets
 from benchmarks.common import per_round
+from experiments import doc_check
 from experiments.authors_parity import results as authors_parity
 from experiments.reproduce.analysis import Z
 
@@ -600,15 +601,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "readme-speed-bf16": readme_bf16_table,
 }
 
-#: the pages that hold generated blocks or checked facts
-PAGES = (
-    "README.md",
-    "docs/reproduction.md",
-    "docs/raptr.md",
-    "docs/speed.md",
-    "docs/training.md",
-    "docs/inference.md",
-)
+#: every page the check reads: README.md, CHANGELOG.md and docs/*.md
+PAGES = tuple(doc_check.pages())
 
 _BLOCK = re.compile(r"<!-- generated:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /generated:(?P=name) -->", re.DOTALL)
 
@@ -632,37 +626,70 @@ def blocks_in(text: str) -> list[str]:
 # -- the checked facts ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Fact:
-    """`text` must appear in `page` (whitespace runs compare as one space)."""
+    """`text` must appear in `page` (wrapped anywhere)."""
 
     page: str
     text: str
 
 
-def normalise(text: str) -> str:
-    return re.sub(r"\s+", " ", text)
+#: the verdict words of the pages that are not a verdict (a definition, an English use), checked as facts
+NOT_VERDICTS = ("A verdict is **inconclusive** with one seed", "the peak lr held constant")
+
+
+class Check:
+    """The check of every page against the committed JSON, computed once: the facts per page and each generated
+    block as it renders now. `problems(page, text)` checks one page's text (the committed one, or a mutation)."""
+
+    def __init__(self) -> None:
+        self.facts: dict[str, list[str]] = {page: [] for page in PAGES}
+        for fact in facts():
+            self.facts[fact.page].append(fact.text)
+        self.rendered = {name: render() for name, render in BLOCKS.items()}
+
+    def page(self, page: str, text: str | None = None) -> doc_check.Page:
+        text = (REPO / page).read_text() if text is None else text
+        found = [t for t in NOT_VERDICTS if doc_check.loose(t).search(text)]
+        return doc_check.Page.read(page, text, [*self.facts[page], *found], _BLOCK)
+
+    def stale_blocks(self, text: str) -> list[str]:
+        return [m["name"] for m in _BLOCK.finditer(text) if m["body"] != self.rendered.get(m["name"], "") + "\n"]
+
+    def problems(self, page: str, text: str | None = None) -> list[doc_check.Problem]:
+        """Everything wrong with `page` (or `text` as that page)."""
+        read = self.page(page, text)
+        return [
+            *(doc_check.Problem("a stale generated block", page, 0, name, "") for name in self.stale_blocks(read.text)),
+            *(doc_check.Problem("a fact the page lacks", page, 0, fact, "") for fact in read.missing),
+            *read.unchecked_verdicts(),
+            *read.unchecked_numbers(),
+        ]
+
+    def mutations(self) -> tuple[int, list[doc_check.Mutation]]:
+        """How many mutations of the committed pages there are, and those the check misses: a mutation is caught
+        when the check of the mutated page finds a problem the committed page does not have."""
+        total, missed = 0, []
+        for page in PAGES:
+            read, before = self.page(page), set(self.problems(page))
+            for mutation in doc_check.mutations(read):
+                total += 1
+                if not set(self.problems(page, doc_check.apply(read, mutation))) - before:
+                    missed.append(mutation)
+        return total, missed
 
 
 def missing_facts() -> list[Fact]:
-    pages = {page: normalise((REPO / page).read_text()) for page in PAGES}
-    return [fact for fact in facts() if normalise(fact.text) not in pages[fact.page]]
-
-
-#: the verdict words of the pages that are not a verdict (a definition, an English use)
-NOT_VERDICTS = ("A verdict is **inconclusive** with one seed", "the peak lr held constant")
-_VERDICT = re.compile(r"\b(held|did not hold|inconclusive)\b(?!-)")
+    check = Check()
+    return [Fact(page, fact) for page in PAGES for fact in check.page(page).missing]
 
 
 def unchecked_verdicts() -> list[str]:
-    """Each verdict word of `PAGES` outside a generated block, a fact and `NOT_VERDICTS`, with its context."""
-    found = []
-    checked = [*facts(), *(Fact(page, text) for page in PAGES for text in NOT_VERDICTS)]
-    for page in PAGES:
-        text = normalise(_BLOCK.sub(" ", (REPO / page).read_text()))
-        spans = [m.span() for f in checked if f.page == page for m in re.finditer(re.escape(normalise(f.text)), text)]
-        for m in _VERDICT.finditer(text):
-            if not any(a <= m.start() < b for a, b in spans):
-                found.append(f"{page}: …{text[max(0, m.start() - 80) : m.end() + 20]}…")
-    return found
+    check = Check()
+    return [str(p) for page in PAGES for p in check.page(page).unchecked_verdicts()]
+
+
+def unchecked_numbers() -> list[str]:
+    check = Check()
+    return [str(p) for page in PAGES for p in check.page(page).unchecked_numbers()]
 
 
 def facts() -> list[Fact]:
@@ -1443,25 +1470,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m experiments.doc_figures", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block or fact is stale")
-    check = parser.parse_args(argv).check
-    stale = []
-    for page in PAGES:
-        path = REPO / page
-        text = path.read_text()
-        new = regenerate(text)
-        if new != text:
-            stale.append(page)
-            if not check:
-                path.write_text(new)
-    missing, unchecked = missing_facts(), unchecked_verdicts()
-    for page in stale:
-        print(f"{page}: generated blocks {'stale' if check else 'rewritten'}")
-    for fact in missing:
-        print(f"{fact.page}: lacks {fact.text!r}")
-    for context in unchecked:
-        print(f"a verdict no fact checks: {context}")
-    return 1 if missing or unchecked or (check and stale) else 0
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 naming every problem")
+    parser.add_argument(
+        "--mutations",
+        action="store_true",
+        help="change each checked number, verdict and comparison word in turn; exit 1 if the check misses one",
+    )
+    args = parser.parse_args(argv)
+    if not args.check and not args.mutations:
+        for page in PAGES:
+            path = REPO / page
+            text = path.read_text()
+            if regenerate(text) != text:
+                path.write_text(regenerate(text))
+                print(f"{page}: generated blocks rewritten")
+    check = Check()
+    problems = [problem for page in PAGES for problem in check.problems(page)]
+    print("\n".join(map(str, problems)))
+    if args.mutations:
+        total, missed = check.mutations()
+        for m in missed:
+            print(f"{m.page}: the check misses {m.kind} {m.old!r} → {m.new!r} at …{m.context}…")
+        print(f"mutations caught: {total - len(missed)} of {total}")
+        return 1 if problems or missed else 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -177,11 +177,13 @@ def _seed_pcts(values: list[float]) -> str:
 
 def depth_claim_cell(row: dict[str, Any]) -> str:
     """A depth claim's verdict, its figure on the seed means and per seed (%): the change with depth, the gap to
-    Pre-LN, or V-SkipInit's gap to the others at each depth."""
+    Pre-LN, or V-SkipInit's gap to the others at each depth; V-SkipInit's rows then name, per depth and seed, the
+    variants it was ahead of and behind."""
     word = verdict_word(row["verdict"])
     word = f"**{word}**" if word in ("held", "did not hold") else word
     if "change_pct" in row:
-        figure = f"{_pct(row['change_pct_mean'])} ({_seed_pcts(row['change_pct'])})"
+        shallow, deep = row["loss"]
+        figure = f"{_pct(row['change_pct_mean'])} at {deep} blocks against {shallow} ({_seed_pcts(row['change_pct'])})"
     elif "gap_pct" in row:
         (low, a), (high, b) = row["gap_pct"].items()
         gap = lambda k, v: f"{_pct(statistics.fmean(v))} at {k} blocks ({_seed_pcts(v)})"  # noqa: E731
@@ -189,13 +191,39 @@ def depth_claim_cell(row: dict[str, Any]) -> str:
     else:
         mean, seeds = claim_gaps(row)
         figure = f"{_pct(mean)} ({_seed_pcts(seeds)})"
-    return f"{word}: {figure}"
+    if "untestable" in word:
+        figure += f"; in this setting: {verdict_word(row['verdict_in_setting'])}"
+    return f"{word}: {figure}{_versus_text(row.get('versus', {}))}"
+
+
+def _versus_text(versus: dict[str, dict[str, dict[str, float]]]) -> str:
+    """'; V-SkipInit at 2 blocks, seed 0: ahead of pre_ln (−1.2%), behind sas (+0.3%); …' (ahead: a lower loss)."""
+    parts = []
+    for layers, by_seed in versus.items():
+        for seed, gaps in by_seed.items():
+            ahead = [f"{n} ({_pct(g)})" for n, g in gaps.items() if g < 0]
+            behind = [f"{n} ({_pct(g)})" for n, g in gaps.items() if g >= 0]
+            side = [f"ahead of {', '.join(ahead)}"] * bool(ahead) + [f"behind {', '.join(behind)}"] * bool(behind)
+            parts.append(f"V-SkipInit at {layers} blocks, seed {seed}: {', '.join(side)}")
+    return "".join(f"; {p}" for p in parts)
+
+
+def regime_text(regime: dict[str, Any]) -> str:
+    """'1,500 steps, 3.07M tokens (0.34 epochs), 1.9–2.0 tokens per parameter at 8 blocks, …'."""
+    per_depth = ", ".join(
+        f"{span(values, 1)} at {layers} blocks" for layers, values in regime["tokens_per_parameter"].items()
+    )
+    return (
+        f"{regime['steps']:,} steps, {regime['tokens'] / 1e6:.2f}M tokens ({regime['epochs']:.2f} epochs); tokens per "
+        f"parameter {per_depth}"
+    )
 
 
 def depth_claims_table() -> str:
-    lines = ["| claim | verdict: mean (per seed) | the paper |", "|---|---|---|"]
+    lines = ["| claim | verdict: mean (per seed) | setting | the paper |", "|---|---|---|---|"]
     for row in reproduction(DEPTH)["claims"]:
-        lines.append(f"| {row['claim']} | {depth_claim_cell(row)} | {row['source']} |")
+        setting = regime_text(row["regime"]) if "regime" in row else "not recorded"
+        lines.append(f"| {row['claim']} | {depth_claim_cell(row)} | {setting} | {row['source']} |")
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -77,6 +78,8 @@ def _fake_record(run):
         "steps": run.steps,
         "learning_rate": run.lr,
         "parameters": 1000 * run.layers,
+        "tokens_seen": 640 * run.steps,
+        "epochs": 0.01 * run.steps,
         "eval_loss": {"0": 8.0, str(run.steps): loss + 0.1},
         "train_loss": [[run.steps, loss]],
         "train_time_s": 2.0,
@@ -99,6 +102,7 @@ def test_the_shallow_sweep_brackets_then_the_deep_one_starts_at_each_best_and_it
         return [_fake_record(run) for run in runs]
 
     monkeypatch.setattr(run_module, "train_runs", train_runs)
+    monkeypatch.setattr(run_module, "reference_levels", lambda args: {"chance": 8.3, "unigram": 6.1})
     out = tmp_path / "out"
     argv = [*FAMILY, "--steps", "20", "--output-dir", str(out), "--runs-dir", str(tmp_path / "runs")]
     assert run_module.main(argv) == 0
@@ -153,7 +157,9 @@ def _records(losses):
                 "seed": seed,
                 "steps": 20,
                 "learning_rate": 1e-3,
-                "parameters": 1,
+                "parameters": 1000 * layers,
+                "tokens_seen": 20_000,
+                "epochs": 0.5,
                 "eval_loss": {"0": 9.0, "20": loss},
                 "train_loss": [[20, loss]],
             }
@@ -185,6 +191,37 @@ def test_depth_claims_held_did_not_hold_and_inconclusive():
     assert grows["gap_pct"]["12"] == pytest.approx([2.0, 100 * (5.12 / 5.02 - 1)])
     assert grows["verdict"] == "held"
     assert all(c["source"].startswith("Fig. 6") for c in claims.values())
+    # every claim carries its setting; V-SkipInit's say whom it was ahead of or behind, per depth and seed
+    assert claims["pre_ln better at 48 than at 12 blocks"]["regime"] == {
+        "steps": 20,
+        "tokens": 20_000,
+        "epochs": 0.5,
+        "tokens_per_parameter": {"12": [20_000 / 12_000] * 2, "48": [20_000 / 48_000] * 2},
+    }
+    assert list(claims["sas within 2% of Pre-LN at equal steps at 12 blocks"]["regime"]["tokens_per_parameter"]) == [
+        "12"
+    ]
+    assert grows["versus"]["48"]["1"]["sas"] == pytest.approx(100 * (5.32 / 5.1 - 1))
+    assert "versus" not in claims["sas better at 48 than at 12 blocks"]
+
+
+def test_when_the_pre_ln_control_does_not_gain_from_depth_the_depth_claims_are_untestable():
+    records = _records(
+        {
+            12: {"pre_ln": [5.0, 5.02], "sas": [5.0, 5.02], "value_skipinit": [4.9, 4.92]},
+            48: {"pre_ln": [5.2, 5.22], "sas": [4.9, 4.92], "value_skipinit": [5.3, 5.32]},
+        }
+    )
+    claims = {c["claim"]: c for c in depth.claims([12, 48], records, ["pre_ln", "sas", "value_skipinit"])}
+    control = claims["pre_ln better at 48 than at 12 blocks"]
+    assert control["verdict"] == "untestable in this setting (the Pre-LN control did not improve with depth)"
+    assert control["verdict_in_setting"] == "did NOT hold" and control["held"] is None
+    sas = claims["sas better at 48 than at 12 blocks"]
+    assert sas["verdict"].startswith("untestable") and sas["verdict_in_setting"] == "held"  # held, but says nothing
+    assert claims["value_skipinit worse at 48 than at 12 blocks"]["verdict"].startswith("untestable")
+    assert claims["sas within 2% of Pre-LN at equal steps at 12 blocks"]["verdict"] == "held"  # one depth: stands
+    versus = claims["value_skipinit worse at 48 than at 12 blocks"]["versus"]
+    assert versus["12"]["0"]["pre_ln"] < 0 < versus["48"]["0"]["pre_ln"]  # ahead of Pre-LN at 12, behind at 48
 
 
 def test_an_ordering_whose_seed_ranges_overlap_or_has_one_seed_is_inconclusive():
@@ -194,7 +231,16 @@ def test_an_ordering_whose_seed_ranges_overlap_or_has_one_seed_is_inconclusive()
     assert depth.verdict([False, False], False, ranges_overlap=False) == (False, "did NOT hold")
     records = _records({12: {"pre_ln": [5.0, 5.3]}, 48: {"pre_ln": [4.9, 5.2]}})  # better on both, ranges overlap
     (row,) = depth.claims([12, 48], records, ["pre_ln"])
-    assert row["verdict"] == "inconclusive (seed ranges overlap)"
+    assert row["verdict_in_setting"] == "inconclusive (seed ranges overlap)"
+    assert row["verdict"] == "untestable in this setting (the Pre-LN control was inconclusive across depths)"
+
+
+def test_the_reference_levels_are_the_uniform_and_the_smoothed_unigram_cross_entropies():
+    levels = depth.reference_levels([[0, 0, 1], [0, 2]], [[1, 0, 2], [2, 0]], vocab_size=4)
+    counts = np.array([3, 1, 1, 0]) + 1  # add-one smoothed training counts
+    scored = [0, 2, 0]  # every evaluation row's tokens but its first
+    assert levels["chance"] == pytest.approx(math.log(4))
+    assert levels["unigram"] == pytest.approx(-np.mean(np.log(counts[scored] / counts.sum())))
 
 
 def test_effective_rank_is_one_for_orthogonal_tokens_and_one_over_n_for_identical_ones():
@@ -240,6 +286,7 @@ def test_the_depth_family_trains_end_to_end_in_miniature(tmp_path):
     init probe per block, the deep runs live under L4/, and the claims and the report are written."""
     runs, out = tmp_path / "runs", tmp_path / "out"
     tiny = ["--steps", "20", "--hidden-size", "32", "--heads", "2", "--seq-len", "32", "--lr-grid", "1e-3"]
+    tiny += ["--set", "data.max_train_samples=100", "--set", "data.max_eval_samples=32"]
     argv = ["--preset", "codeparrot-depth", "--depths", "1", "4", *tiny, "--max-lrs", "1"]
     assert run_module.main([*argv, "--output-dir", str(out), "--runs-dir", str(runs)]) == 0
     result = json.loads((out / "results.json").read_text())
@@ -251,3 +298,5 @@ def test_the_depth_family_trains_end_to_end_in_miniature(tmp_path):
     lr = result["per_depth"]["4"]["lrs"]["value_skipinit"]
     assert (runs / "codeparrot-depth" / "L4" / f"lr{lr:g}" / "seed1" / "value_skipinit" / "record.json").is_file()
     assert len(result["claims"]) == 9 and (out / "init_signal_propagation.png").stat().st_size > 0
+    levels = result["levels"]
+    assert levels["chance"] == pytest.approx(math.log(4096)) and 0 < levels["unigram"] < levels["chance"]

@@ -11,8 +11,12 @@ initialisation per depth (`init_diagnostics`); `report.write_depth_report` write
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 from . import analysis
 
@@ -126,40 +130,103 @@ def gap_grows(shallow: int, deep: int, records: dict[int, list[dict[str, Any]]],
     }
 
 
+def regime(records: dict[int, list[dict[str, Any]]], names: list[str]) -> dict[str, Any]:
+    """The setting a claim was tested in, from its runs (`records` by depth, the variants `names`): steps, tokens
+    seen and epochs of a run, and per depth the tokens per parameter (min, max over the variants)."""
+    runs = [r for at in records.values() for r in at if r["block"] in names]
+    return {
+        "steps": runs[0]["steps"],
+        "tokens": runs[0]["tokens_seen"],
+        "epochs": runs[0]["epochs"],
+        "tokens_per_parameter": {
+            str(layers): [f(r["tokens_seen"] / r["parameters"] for r in at if r["block"] in names) for f in (min, max)]
+            for layers, at in records.items()
+        },
+    }
+
+
+def versus(records: list[dict[str, Any]], seeds: list[int], others: list[str]) -> dict[str, dict[str, float]]:
+    """Per seed, V-SkipInit's final eval loss against each other variant's at that seed, % (negative: ahead)."""
+    vskip = _loss(records, "value_skipinit", seeds)
+    rest = {name: _loss(records, name, seeds) for name in others}
+    return {
+        str(s): {name: 100 * (v / rest[name][i] - 1) for name in others} for i, (s, v) in enumerate(zip(seeds, vskip))
+    }
+
+
+#: the verdict of a claim about depth when the Pre-LN control did not gain from depth (Fig. 6 compares against it)
+UNTESTABLE = "untestable in this setting"
+
+
+def gate_on_control(rows: list[dict[str, Any]]) -> None:
+    """Fig. 6's claims about depth presuppose that the Pre-LN control improves with depth. Where it did not (its
+    own claim did not hold or was inconclusive), every claim across depths, the control's included, reads
+    `UNTESTABLE`, the verdict it would have had kept as `verdict_in_setting`; the claims at one depth stand."""
+    control = next((r for r in rows if r["claim"].startswith("pre_ln better")), None)
+    if control is None or control["held"] is True:
+        return
+    why = "did not improve with depth" if control["held"] is False else "was inconclusive across depths"
+    for row in rows:
+        if "change_pct" in row or "gap_pct" in row:
+            row["verdict_in_setting"], row["held"] = row["verdict"], None
+            row["verdict"] = f"{UNTESTABLE} (the Pre-LN control {why})"
+
+
 def claims(depths: list[int], records: dict[int, list[dict[str, Any]]], blocks: list[str]) -> list[dict[str, Any]]:
     """Fig. 6's claims on the runs at each depth's chosen lr (`records` by depth): each variant against itself
-    across depths, SAS and SAS-P against Pre-LN at each depth (`MATCH`), and V-SkipInit's gap across depths. A
-    claim whose variants were not trained is left out."""
+    across depths, SAS and SAS-P against Pre-LN at each depth (`MATCH`), and V-SkipInit's gap across depths, each
+    with the `regime` it was tested in and gated on the Pre-LN control (`gate_on_control`); V-SkipInit's claims
+    say, per seed and depth, which variants it was ahead of or behind (`versus`). A claim whose variants were not
+    trained is left out."""
     shallow, deep = depths
+    both = {layers: records[layers] for layers in depths}
+    others = [n for n in blocks if n != "value_skipinit"]
     out = []
     for name in ("pre_ln", "sas", "sas_p"):
         if name in blocks:
-            out.append(
-                depth_ordering(
-                    f"{name} better at {deep} than at {shallow} blocks", FIG6, name, shallow, deep, records, True
-                )
+            row = depth_ordering(
+                f"{name} better at {deep} than at {shallow} blocks", FIG6, name, shallow, deep, records, True
             )
+            out.append({**row, "regime": regime(both, [name])})
     if "value_skipinit" in blocks:
-        out.append(
-            depth_ordering(
-                f"value_skipinit worse at {deep} than at {shallow} blocks",
-                FIG6_VSKIP,
-                "value_skipinit",
-                shallow,
-                deep,
-                records,
-                False,
-            )
+        row = depth_ordering(
+            f"value_skipinit worse at {deep} than at {shallow} blocks",
+            FIG6_VSKIP,
+            "value_skipinit",
+            shallow,
+            deep,
+            records,
+            False,
         )
+        out.append({**row, "regime": regime(both, ["value_skipinit"])})
     for layers in depths:
         table = analysis.summarise(records[layers])
         for name in ("sas", "sas_p"):
             if name in blocks:
                 c = analysis.Claim(f"{name} {MATCH_CLAIM} at {layers} blocks", name, "pre_ln", _within, FIG6_MATCH)
-                out.append(analysis.check_claim(c, table, records[layers], None))
-    if "value_skipinit" in blocks and len(blocks) > 1:
-        out.append(gap_grows(shallow, deep, records, blocks))
+                row = analysis.check_claim(c, table, records[layers], None)
+                out.append({**row, "regime": regime({layers: records[layers]}, [name, "pre_ln"])})
+    if "value_skipinit" in blocks and others:
+        out.append({**gap_grows(shallow, deep, records, blocks), "regime": regime(both, blocks)})
+    for row in out:
+        if row["claim"].startswith("value_skipinit") or "gap_pct" in row:
+            row["versus"] = {str(k): versus(records[k], row["seeds"], others) for k in depths} if others else {}
+    gate_on_control(out)
     return out
+
+
+def reference_levels(
+    train_ids: Iterable[list[int]], eval_ids: Iterable[list[int]], vocab_size: int
+) -> dict[str, float]:
+    """The eval losses of two models that learn nothing about context, the floor a run must beat to have learnt
+    anything from it: `chance`, the uniform distribution (ln V), and `unigram`, each token's frequency in the
+    training tokens (add-one smoothed), scored on the evaluation rows' predicted tokens (all but the first)."""
+    counts = np.ones(vocab_size)
+    for row in train_ids:
+        counts += np.bincount(np.asarray(row), minlength=vocab_size)
+    log_p = np.log(counts / counts.sum())
+    scored = np.concatenate([np.asarray(row[1:]) for row in eval_ids])
+    return {"chance": math.log(vocab_size), "unigram": float(-log_p[scored].mean())}
 
 
 def init_diagnostics(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

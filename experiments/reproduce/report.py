@@ -452,9 +452,16 @@ def depth_markdown(result: dict[str, Any]) -> str:
                 f"| {name} | {row['learning_rate']:g} | {row['parameters']:,} | {mean:.4f} ± {std:.4f} ({seeds}) |"
             )
         lines.append("")
-    lines += ["# Claims", "", f"Near-indistinguishable: final eval losses within {100 * depth.MATCH:g}%.", ""]
+    lines += ["# Claims", "", f"Near-indistinguishable: final eval losses within {100 * depth.MATCH:g}%."]
+    if "levels" in result:
+        lines.append(
+            "Eval loss of a model that learns nothing of context: chance (uniform) "
+            f"{result['levels']['chance']:.3f}, unigram {result['levels']['unigram']:.3f}."
+        )
+    lines.append("")
     for c in result["claims"]:
-        lines.append(f"- {c['claim']}: **{c['verdict']}** — {c['numbers']}. Paper: {c['source']}")
+        setting = f" Setting: {_regime(c['regime'])}." if "regime" in c else ""
+        lines.append(f"- {c['claim']}: **{c['verdict']}** — {c['numbers']}.{setting} Paper: {c['source']}")
     lines += [
         "",
         "# Signal propagation at initialisation",
@@ -479,6 +486,14 @@ def depth_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _regime(regime: dict[str, Any]) -> str:
+    per_depth = ", ".join(f"{lo:.2f}–{hi:.2f} at {k} blocks" for k, (lo, hi) in regime["tokens_per_parameter"].items())
+    return (
+        f"{regime['steps']} steps, {regime['tokens']:,} tokens a run ({regime['epochs']:.3f} epochs), tokens per "
+        f"parameter {per_depth}"
+    )
+
+
 def plot_depth_losses(result: dict[str, Any], out: Path) -> Path:
     """Eval loss (mean over seeds) against the step at each depth's chosen lr: solid shallow, dashed deep (Fig. 6)."""
     fig = _figure()
@@ -496,8 +511,11 @@ def plot_depth_losses(result: dict[str, Any], out: Path) -> Path:
         v for at in result["per_depth"].values() for row in at["table"].values() for v in row["eval_loss_per_seed"]
     ]
     finite = [v for v in finals if math.isfinite(v)]
+    levels = result.get("levels", {})
+    for (name, level), style in zip(levels.items(), (":", "-.")):
+        ax.axhline(level, color="grey", linestyle=style, linewidth=1, label=f"{name} level ({level:.2f})")
     if finite:
-        ax.set_ylim(min(finite) - 0.3, max(finite) + 1.5)
+        ax.set_ylim(min(finite) - 0.3, max([*finite, *levels.values()]) + 0.5)
     ax.set_xlabel("step")
     ax.set_ylabel("eval loss (mean over seeds)")
     ax.grid(alpha=0.3)

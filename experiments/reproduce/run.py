@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import transformers
 
+from modeling_simplified.training.data import build_task_data
 from modeling_simplified.training.presets import UsageError
 
 from . import analysis, depth, finetune
@@ -109,6 +110,13 @@ def lr_sweep(
             grid[name] += lrs
 
 
+def reference_levels(args: argparse.Namespace) -> dict[str, float]:
+    """The chance and unigram eval losses of the family's data (`depth.reference_levels`), on the runs' tokens."""
+    preset = variant_preset(args, "pre_ln")
+    data = build_task_data(task_of(args), preset.data, preset.model["vocab_size"])
+    return depth.reference_levels(data.train["input_ids"], data.eval["input_ids"], preset.model["vocab_size"])
+
+
 def reproduce_depth(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """The depth family (`depth`): per depth, shallow first, each variant's lr sweep (at the deep depth from its
     shallow best lr and that lr's two neighbours) and every seed at its chosen lr; then the claims, the init
@@ -154,6 +162,7 @@ def reproduce_depth(args: argparse.Namespace, command: str) -> dict[str, Any]:
             if "sas" in args.blocks
         },
         "match_threshold": depth.MATCH,
+        "levels": reference_levels(args),
         "per_depth": per_depth,
         "claims": depth.claims(args.depths, chosen_records, args.blocks),
         "init_diagnostics": {str(k): depth.init_diagnostics(v) for k, v in chosen_records.items()},

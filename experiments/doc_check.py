@@ -87,6 +87,10 @@ EXEMPT: tuple[Exempt, ...] = (
         r"\s*[=:]?\s*\(?[−-]?\d[\d.,e−-]*(?:,\s*[\d.]+\))?|[αβγλ]\w*\s*=\s*[−-]?\d[\d.]*"
         r"|\b\d[\d,]*\s*(?:blocks?|layers?|heads?|threads?|cores?|processes|GPUs?|bits?)\b|\b\d-D\b",
     ),
+    Exempt(
+        "a name with a number in it: a model, a data set, a kernel or a standard (GPT-2, SST-2, SmolLM2-135M)",
+        r"\b(?:GPT|SST|SmolLM2|flash-attention|SHA|UTF|AVX|Apache)-\d+(?:\.\d+)?[KMB]?\b",
+    ),
 )
 
 

@@ -33,11 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from benchmarks import targets
 from benchmarks.common import per_round
 from experiments import doc_check
 from experiments.authors_parity import results as authors_parity
 from experiments.reproduce.analysis import Z
+from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified.training.presets import load_preset, validate
 
 REPO = Path(__file__).resolve().parents[1]
 REPRODUCTION = REPO / "docs" / "reproduction"
@@ -732,6 +736,7 @@ def facts() -> list[Fact]:
         *bf16_cpu_facts(),
         *bf16_centring_facts(),
         *authors_facts(),
+        *config_facts(),
     ]
 
 
@@ -1155,6 +1160,43 @@ def authors_facts() -> list[Fact]:
                     )
                 )
     return facts
+
+
+#: docs/config.md's parameter counts: presets built on the meta device, and the model class each family trains
+COUNTED_PRESETS = {
+    "codeparrot-pre_ln": SimplifiedForCausalLM,
+    "codeparrot-sas": SimplifiedForCausalLM,
+    "codeparrot-normformer": SimplifiedForCausalLM,
+    "crammed-bert-pre_ln": SimplifiedForMaskedLM,
+    "crammed-bert-sas": SimplifiedForMaskedLM,
+    "crammed-bert-sas_p": SimplifiedForMaskedLM,
+}
+
+
+@functools.cache
+def preset_parameters(preset: str) -> int:
+    """The parameters of the model `preset` builds (meta device: no memory, no init)."""
+    with torch.device("meta"):
+        model = COUNTED_PRESETS[preset](validate(load_preset(preset)))
+    return sum(p.numel() for p in model.parameters())
+
+
+def config_facts() -> list[Fact]:
+    """docs/config.md: the parameters of the paper-scale presets, from the committed presets and model code."""
+    millions = {preset: f"{preset_parameters(preset) / 1e6:.2f}M" for preset in COUNTED_PRESETS}
+    page = "docs/config.md"
+    return [
+        Fact(
+            page,
+            f"`codeparrot-pre_ln` has {millions['codeparrot-pre_ln']}, `codeparrot-sas` {millions['codeparrot-sas']} "
+            f"and `codeparrot-normformer` {millions['codeparrot-normformer']}",
+        ),
+        Fact(
+            page,
+            f"`crammed-bert-pre_ln` has {millions['crammed-bert-pre_ln']}, `crammed-bert-sas` "
+            f"{millions['crammed-bert-sas']} and `crammed-bert-sas_p` {millions['crammed-bert-sas_p']}",
+        ),
+    ]
 
 
 def depth_facts() -> list[Fact]:

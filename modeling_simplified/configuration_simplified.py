@@ -18,7 +18,7 @@ import transformers
 from packaging.version import Version
 
 #: The release of simplified-transformers (the one place it is written; pyproject.toml reads it from here).
-__version__ = "0.2.0.dev0"
+__version__ = "0.2.0"
 
 #: The oldest transformers this code runs under: pyproject.toml, every exported config.json
 #: (`simplified_min_transformers_version`) and model card declare it; `make test-compat` tests it and the newest 5.x.

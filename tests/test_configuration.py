@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -228,6 +229,20 @@ def test_config_json_names_the_release_that_wrote_it(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(data))
     reloaded = SimplifiedConfig.from_pretrained(tmp_path)
     assert reloaded.to_dict()["simplified_transformers_version"] == __version__
+
+
+def test_the_changelog_has_a_dated_section_for_the_release_under_an_unreleased_one():
+    """CHANGELOG.md's first section is `[Unreleased]`; a release version (not a `.devN`) has its own dated
+    `[X.Y.Z] - YYYY-MM-DD` section right after it."""
+    from packaging.version import Version
+
+    from modeling_simplified import __version__
+
+    headings = re.findall(r"^## \[([^\]]+)\](.*)$", (Path(__file__).parents[1] / "CHANGELOG.md").read_text(), re.M)
+    assert headings[0][0] == "Unreleased", headings[:2]
+    if not Version(__version__).is_devrelease:
+        assert headings[1][0] == __version__, f"CHANGELOG.md has no section for {__version__} after [Unreleased]"
+        assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", headings[1][1]), headings[1]
 
 
 def _fields(config: SimplifiedConfig) -> dict:

@@ -180,6 +180,8 @@ def _page(text: str, facts: tuple[str, ...] = ()) -> doc_check.Page:
         ("as Fig. 6 and Table 1 show, and §4.2, App. D.1, eq. 5", True),
         ("transformers 5.24 and torch 2.13.0, on 2026-11-27", True),
         ("12 blocks, d = 64, lr 2e-3, 4 heads", True),
+        ("GPT-2's head, SST-2, SmolLM2-135M, flash-attention-2, SHA-256, Apache-2.0", True),
+        ("GPT-2 at 1.3", False),
         ("sas_p / pre_ln is 1.123", False),
         ("SAS ahead by 11%", False),
         ("about 4× Pre-LN's", False),

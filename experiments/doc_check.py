@@ -64,7 +64,7 @@ EXEMPT: tuple[Exempt, ...] = (
     Exempt(
         "a link's target, a URL, an HTML comment or a link to a numbered section",
         r"\]\([^)\s]*\)|https?://\S+"
-        r"|<!--.*?-->|\[[\d.]+ [^\]]*\]\(#",
+        r"|<!--.*?-->|\[[\d.]+(?: [^\]]*)?\]\(#[^)\s]*\)",
         re.DOTALL,
     ),
     Exempt("the papers' own words, quoted", r'"[^"\n]+"|“[^”\n]+”|^>.*$', re.MULTILINE),
@@ -86,6 +86,10 @@ EXEMPT: tuple[Exempt, ...] = (
         r"\b(?:d|H|T|L|B|D|lr|wd|eps|clip|betas?|heads?|batch|seq(?:uence)?|vocab|MLP|width|depth|rank|k|top-k)"
         r"\s*[=:]?\s*\(?[−-]?\d[\d.,e−-]*(?:,\s*[\d.]+\))?|[αβγλ]\w*\s*=\s*[−-]?\d[\d.]*"
         r"|\b\d[\d,]*\s*(?:blocks?|layers?|heads?|threads?|cores?|processes|GPUs?|bits?)\b|\b\d-D\b",
+    ),
+    Exempt(
+        "a name with a digit in it: a model (GPT-2, SmolLM2-135M) or a committed benchmark run (run 14, runs 13–16)",
+        r"\bGPT-2\b|\bSmolLM2-\d+M\b|\b[Rr]uns?\s+\d+(?![.\d])(?:\s*(?:–|,|and)\s*\d+(?![.\d]))*",
     ),
 )
 

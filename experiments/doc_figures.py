@@ -704,6 +704,7 @@ def facts() -> list[Fact]:
         *bf16_cpu_facts(),
         *bf16_centring_facts(),
         *authors_facts(),
+        *speed_page_facts(),
     ]
 
 
@@ -1129,6 +1130,77 @@ def authors_facts() -> list[Fact]:
     return facts
 
 
+def _run_numbers(names: tuple[str, ...]) -> str:
+    """`("run13", "run14", "run15", "run16")` → "13–16", as the prose names a span of consecutive runs."""
+    numbers = [int(name.removeprefix("run")) for name in names]
+    if numbers != list(range(numbers[0], numbers[-1] + 1)):
+        raise ValueError(f"not consecutive runs: {names}")
+    return f"{numbers[0]}–{numbers[-1]}"
+
+
+def speed_page_facts() -> list[Fact]:
+    """docs/speed.md's protocol and host (the runs' `meta`), its counts of runs, the targets' thresholds
+    (`benchmarks.targets`) and the bf16 precision-only run's host."""
+    runs = [run(name) for name in (*CURRENT_RUNS, *DECODE_RUNS)]
+    meta = [r["meta"] for r in runs]
+    shape = json.loads(_common([json.dumps(m["shape"], sort_keys=True) for m in meta]))
+    machine = _common([", ".join(m["machine"].split(", ")[:2]) for m in meta]).split(", ")
+    every_met = all(p["met"] for t in targets.TARGETS if (p := pooled(t)["pooled"]) is not None)
+    bf16_flop = _common([t.fraction for t in targets.BF16_TARGETS if "FLOP bound" in t.label])
+    bf16_gpt2 = _common([t.bound({}) for t in targets.BF16_TARGETS if "sas_p / GPT-2" in t.label])
+    precision = run("bf16precision1")["meta"]
+    peaks = precision["gemm_peak_gflops"]
+    flags = set(precision["cpu_flags"])
+    page = "docs/speed.md"
+    return [
+        Fact(
+            page,
+            f"{shape['layers']} blocks, d = {shape['width']}, {shape['heads']} heads, MLP 3072, sequence "
+            f"{shape['seq']}, with GPT-2's vocab {shape['vocab']} (the paper's vocab is 50000) and batch "
+            f"{shape['batch']}, float32",
+        ),
+        Fact(
+            page,
+            f"The host: {machine[1].split()[0]} cores shared with other tenants, {machine[0]}, torch "
+            f"{_common([m['torch'] for m in meta])}, transformers {_common([m['transformers'] for m in meta])}, "
+            f"{_common([m['torch_threads'] for m in meta])} threads",
+        ),
+        Fact(
+            page,
+            f"Runs {_run_numbers(CURRENT_RUNS)}, {COUNTS[len(CURRENT_RUNS)]} full runs of the current model code",
+        ),
+        Fact(page, f"Runs {_run_numbers(CURRENT_RUNS)} (full), and {COUNTS[len(DECODE_RUNS)]} runs of `make bench"),
+        Fact(
+            page,
+            f"Every counted target {'is met' if every_met else 'is NOT met'} by the pooled median of "
+            f"{COUNTS[len(CURRENT_RUNS)]} full runs ({COUNTS[len(runs)]} for decoding and scoring)",
+        ),
+        Fact(
+            page,
+            f"the bf16 step ≥ {targets.BF16_STEP_SHARE} × the ratio of the two GEMM peaks over the float32 step "
+            f"(matmul bound), bf16 MFU ≥ {targets.BF16_MFU:.0%}, sas_p and sas ≥ {bf16_flop} × their FLOP bound over "
+            f"pre_ln, eager and compiled, bf16 decoding at batch 1, eager and by the compiled recipe "
+            f"([inference.md](inference.md)), ≥ {targets.BF16_DECODE}× float32 weights",
+        ),
+        Fact(page, f"and sas_p ≥ {bf16_gpt2:.2f}× GPT-2 at batch 1 and batch 8"),
+        Fact(page, f"Run `bf16run1` (`{run('bf16run1')['meta']['command']}`;"),
+        Fact(page, f"Run `bf16precision1` (`{precision['command']}`;"),
+        Fact(
+            page,
+            f"host whose bf16 GEMM peak is {num(peaks['bf16'] / peaks['float32'], 2)} of its float32 one "
+            f"({peaks['bf16']:.0f} against {peaks['float32']:.0f} GFLOP/s; "
+            + ("`avx512_bf16` among its flags" if "avx512_bf16" in flags else "NO `avx512_bf16`")
+            + (", no `amx_bf16`)" if "amx_bf16" not in flags else ", `amx_bf16` too)"),
+        ),
+        Fact(
+            page,
+            "host whose bf16 GEMM peak is "
+            + ("below" if peaks["bf16"] < peaks["float32"] else "NOT below")
+            + " its float32 one (the table above)",
+        ),
+    ]
+
+
 def depth_facts() -> list[Fact]:
     """The depth family's prose: run time, seed spread, the claims' figures and words, the init diagnostics."""
     result = reproduction(DEPTH)
@@ -1417,7 +1489,7 @@ def speed_facts() -> list[Fact]:
         ),
         Fact(
             page,
-            f"at batch 1 the GEMMs are 77–81% of a step, at {span([r['linear_GBps'] for r in gemv.values()], 0)} GB/s",
+            f"at batch 1 reads every GEMM weight once per token, at {span([r['linear_GBps'] for r in gemv.values()], 0)} GB/s",
         ),
         Fact(page, f"keeps it from its {num(byte_bound)} bound over pre_ln at batch 1"),
         Fact(page, f"**sas_p against {num(sas_p_bound)}.**"),

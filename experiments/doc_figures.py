@@ -1198,6 +1198,12 @@ def speed_page_facts() -> list[Fact]:
             + ("below" if peaks["bf16"] < peaks["float32"] else "NOT below")
             + " its float32 one (the table above)",
         ),
+        Fact(
+            "docs/inference.md",
+            "On that host the bf16 GEMM peak is "
+            + ("below" if peaks["bf16"] < peaks["float32"] else "NOT below")
+            + " the float32 one",
+        ),
     ]
 
 

@@ -33,11 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from benchmarks import targets
 from benchmarks.common import per_round
 from experiments import doc_check
 from experiments.authors_parity import results as authors_parity
 from experiments.reproduce.analysis import Z
+from modeling_simplified import SimplifiedForCausalLM
+from modeling_simplified.training.presets import load_preset, validate
 
 REPO = Path(__file__).resolve().parents[1]
 REPRODUCTION = REPO / "docs" / "reproduction"
@@ -705,6 +709,7 @@ def facts() -> list[Fact]:
         *bf16_centring_facts(),
         *authors_facts(),
         *speed_page_facts(),
+        *architecture_facts(),
     ]
 
 
@@ -1203,6 +1208,24 @@ def speed_page_facts() -> list[Fact]:
             "On that host the bf16 GEMM peak is "
             + ("below" if peaks["bf16"] < peaks["float32"] else "NOT below")
             + " the float32 one",
+        ),
+    ]
+
+
+def _preset_parameters(preset: str) -> float:
+    """The parameters (millions) of a training preset's model, built on the meta device (no memory, no init)."""
+    with torch.device("meta"):
+        model = SimplifiedForCausalLM(validate(load_preset(preset)))
+    return sum(p.numel() for p in model.parameters()) / 1e6
+
+
+def architecture_facts() -> list[Fact]:
+    """docs/architecture.md's parameter counts of the paper-scale presets, as the presets build them."""
+    pre_ln, sas = (_preset_parameters(f"codeparrot-{b}") for b in ("pre_ln", "sas"))
+    return [
+        Fact(
+            "docs/architecture.md",
+            f"the paper-scale presets (vocab 50000, sinusoidal positions) build {pre_ln:.2f}M → {sas:.2f}M",
         ),
     ]
 

@@ -131,6 +131,26 @@ def test_a_changed_benchmark_run_leaves_the_speed_tables_and_prose_stale(fresh_j
     assert [f.text for f in missing] and all("0.640–0.700" in f.text for f in missing)
 
 
+def test_a_changed_run_meta_leaves_the_host_prose_stale(fresh_json):
+    """The host figures come from a run's `meta`: a precision run whose bf16 peak is above its float32 one changes the
+    words of docs/speed.md and docs/inference.md, and runs that disagree on the torch version stop the check."""
+
+    def faster_bf16(run):
+        run["meta"]["gemm_peak_gflops"] = {"float32": 150.0, "bf16": 600.0}
+
+    _edit(fresh_json / "benchmark" / "bf16precision1.json", faster_bf16)
+    doc_figures.run.cache_clear()
+    missing = {(f.page, f.text) for f in doc_figures.missing_facts()}
+    assert ("docs/inference.md", "On that host the bf16 GEMM peak is NOT below the float32 one") in missing
+    assert any(
+        page == "docs/speed.md" and "is 4.00 of its float32 one (600 against 150" in text for page, text in missing
+    )
+    _edit(fresh_json / "benchmark" / "run16.json", lambda run: run["meta"].update(torch="2.14.0+cpu"))
+    doc_figures.run.cache_clear()
+    with pytest.raises(ValueError, match="reword it"):
+        doc_figures.speed_page_facts()
+
+
 def test_the_check_command_passes_on_the_committed_docs_and_rewrites_nothing():
     before = {page: (REPO / page).read_text() for page in doc_figures.PAGES}
     done = subprocess.run(

@@ -64,7 +64,7 @@ EXEMPT: tuple[Exempt, ...] = (
     Exempt(
         "a link's target, a URL, an HTML comment or a link to a numbered section",
         r"\]\([^)\s]*\)|https?://\S+"
-        r"|<!--.*?-->|\[[\d.]+ [^\]]*\]\(#",
+        r"|<!--.*?-->|\[[\d.]+(?: [^\]]*)?\]\(#[^)\s]*\)",
         re.DOTALL,
     ),
     Exempt("the papers' own words, quoted", r'"[^"\n]+"|“[^”\n]+”|^>.*$', re.MULTILINE),
@@ -88,8 +88,10 @@ EXEMPT: tuple[Exempt, ...] = (
         r"|\b\d[\d,]*\s*(?:blocks?|layers?|heads?|threads?|cores?|processes|GPUs?|bits?)\b|\b\d-D\b",
     ),
     Exempt(
-        "a name with a number in it: a model, a data set, a kernel or a standard (GPT-2, SST-2, SmolLM2-135M)",
-        r"\b(?:GPT|SST|SmolLM2|flash-attention|SHA|UTF|AVX|Apache)-\d+(?:\.\d+)?[KMB]?\b",
+        "a name with a digit in it: a model, a data set, a kernel or a standard (GPT-2, SST-2, SmolLM2-135M), or a "
+        "committed benchmark run (run 14, runs 13–16)",
+        r"\b(?:GPT|SST|SmolLM2|flash-attention|SHA|UTF|AVX|Apache)-\d+(?:\.\d+)?[KMB]?\b"
+        r"|\b[Rr]uns?\s+\d+(?![.\d])(?:\s*(?:–|,|and)\s*\d+(?![.\d]))*",
     ),
 )
 

@@ -131,6 +131,26 @@ def test_a_changed_benchmark_run_leaves_the_speed_tables_and_prose_stale(fresh_j
     assert [f.text for f in missing] and all("0.640–0.700" in f.text for f in missing)
 
 
+def test_a_changed_run_meta_leaves_the_host_prose_stale(fresh_json):
+    """The host figures come from a run's `meta`: a precision run whose bf16 peak is above its float32 one changes the
+    words of docs/speed.md and docs/inference.md, and runs that disagree on the torch version stop the check."""
+
+    def faster_bf16(run):
+        run["meta"]["gemm_peak_gflops"] = {"float32": 150.0, "bf16": 600.0}
+
+    _edit(fresh_json / "benchmark" / "bf16precision1.json", faster_bf16)
+    doc_figures.run.cache_clear()
+    missing = {(f.page, f.text) for f in doc_figures.missing_facts()}
+    assert ("docs/inference.md", "On that host the bf16 GEMM peak is NOT below the float32 one") in missing
+    assert any(
+        page == "docs/speed.md" and "is 4.00 of its float32 one (600 against 150" in text for page, text in missing
+    )
+    _edit(fresh_json / "benchmark" / "run16.json", lambda run: run["meta"].update(torch="2.14.0+cpu"))
+    doc_figures.run.cache_clear()
+    with pytest.raises(ValueError, match="reword it"):
+        doc_figures.speed_page_facts()
+
+
 def test_the_check_command_passes_on_the_committed_docs_and_rewrites_nothing():
     before = {page: (REPO / page).read_text() for page in doc_figures.PAGES}
     done = subprocess.run(
@@ -182,6 +202,9 @@ def _page(text: str, facts: tuple[str, ...] = ()) -> doc_check.Page:
         ("12 blocks, d = 64, lr 2e-3, 4 heads", True),
         ("GPT-2's head, SST-2, SmolLM2-135M, flash-attention-2, SHA-256, Apache-2.0", True),
         ("GPT-2 at 1.3", False),
+        ("see [8.1](#81-checkpoint-conversion) and [1 Layers](#1-layers-of-the-package)", True),
+        ("GPT-2 and SmolLM2-135M in run 14 and runs 9–12", True),
+        ("runs 1.1–1.7× faster", False),
         ("sas_p / pre_ln is 1.123", False),
         ("SAS ahead by 11%", False),
         ("about 4× Pre-LN's", False),

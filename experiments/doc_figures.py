@@ -38,6 +38,7 @@ from benchmarks.common import per_round
 from experiments import doc_check
 from experiments.authors_parity import results as authors_parity
 from experiments.reproduce.analysis import Z
+from modeling_simplified.training.glue import render_table
 
 REPO = Path(__file__).resolve().parents[1]
 REPRODUCTION = REPO / "docs" / "reproduction"
@@ -704,6 +705,8 @@ def facts() -> list[Fact]:
         *bf16_cpu_facts(),
         *bf16_centring_facts(),
         *authors_facts(),
+        *fine_tuning_facts(),
+        *raptr_page_facts(),
     ]
 
 
@@ -1127,6 +1130,66 @@ def authors_facts() -> list[Fact]:
                     )
                 )
     return facts
+
+
+# -- docs/fine_tuning.md, docs/training.md, docs/raptr.md -------------------------------------------------------------
+GLUE_TINY = REPRODUCTION / "crammed-bert-tiny-glue" / "glue.json"
+
+
+def _seeds_text(seeds: list[str]) -> str:
+    """["0", "1"] → "0 and 1"."""
+    return " and ".join([", ".join(seeds[:-1]), seeds[-1]] if len(seeds) > 1 else seeds)
+
+
+def fine_tuning_facts() -> list[Fact]:
+    """docs/fine_tuning.md: the tiny crammed BERTs' GLUE-like table (`python -m experiments.glue_tiny`'s glue.json),
+    the seeds that finished and how the blocks stand on each task."""
+    rows = json.loads(GLUE_TINY.read_text())["blocks"]
+    page = "docs/fine_tuning.md"
+    seeds = _common(
+        [" ".join(sorted(task["seeds"], key=int)) for glue in rows.values() for task in glue["tasks"].values()]
+    )
+    accuracy = {
+        name: {t: task["summary"]["validation"]["accuracy"] for t, task in glue["tasks"].items()}
+        for name, glue in rows.items()
+    }
+    overlap = {  # each task: do all blocks' seed ranges share a point?
+        t: max(a[t]["min"] for a in accuracy.values()) <= min(a[t]["max"] for a in accuracy.values())
+        for t in next(iter(accuracy.values()))
+    }
+    mr = {name: a["mr"] for name, a in accuracy.items()}
+    lead = {name: 100 * (mr["Pre-LN"]["mean"] - mr[name]["mean"]) for name in ("SAS", "SAS-P")}
+    apart = all(mr["Pre-LN"]["min"] > mr[name]["max"] or mr["Pre-LN"]["max"] < mr[name]["min"] for name in lead)
+    side = {name: "ahead of" if d > 0 else "behind" for name, d in lead.items()}
+    return [
+        Fact(page, render_table(rows)),
+        Fact(page, f"Fine-tuning seeds {_seeds_text(seeds.split())} of each block finished"),
+        Fact(
+            page,
+            f"On stdlib-topic the {COUNTS[len(rows)]} blocks' seed ranges "
+            f"{'overlap' if overlap['stdlib-topic'] else 'do NOT all overlap'}; on MR Pre-LN is {side['SAS']} SAS by "
+            f"{num(abs(lead['SAS']), 1)} points and {side['SAS-P'].replace('ahead ', '')} SAS-P by "
+            f"{num(abs(lead['SAS-P']), 1)}, with {'no' if apart else 'SOME'} overlap of the seed ranges",
+        ),
+    ]
+
+
+def raptr_page_facts() -> list[Fact]:
+    """docs/raptr.md's RaPTr comparison: the seeds run, the seed that chose the lr and the seed with the larger gaps
+    (`docs/reproduction/codeparrot-tiny/results.json`, `raptr`)."""
+    cp = reproduction("codeparrot-tiny")
+    raptr = cp["raptr"]
+    seeds = list(_common([tuple(row["seeds"]) for row in raptr.values()]))
+    gaps = [[abs(g) for g in row["raptr_minus_full"]] for row in raptr.values()]
+    larger = _common([seeds[max(range(len(g)), key=g.__getitem__)] for g in gaps])
+    return [
+        Fact("docs/raptr.md", f"with the stagewise lr schedule, seeds {_seeds_text([str(x) for x in seeds])}."),
+        Fact(
+            "docs/raptr.md",
+            f"(seed {cp['lr_sweep']['pre_ln']['criterion_seed']} also chose the lr), which makes seed {larger}'s gaps "
+            "the larger",
+        ),
+    ]
 
 
 def depth_facts() -> list[Fact]:

@@ -1152,6 +1152,7 @@ def fine_tuning_facts() -> list[Fact]:
     lead = {name: 100 * (mr["Pre-LN"]["mean"] - mr[name]["mean"]) for name in ("SAS", "SAS-P")}
     apart = all(mr["Pre-LN"]["min"] > mr[name]["max"] or mr["Pre-LN"]["max"] < mr[name]["min"] for name in lead)
     side = {name: "ahead of" if d > 0 else "behind" for name, d in lead.items()}
+    then = "of" if side["SAS-P"] == "ahead of" else "behind"  # "ahead of SAS by 6.6 points and of SAS-P by 5.0"
     return [
         Fact(page, render_table(rows)),
         Fact(page, f"Fine-tuning seeds {_seeds_text(seeds.split())} of each block finished"),
@@ -1159,7 +1160,7 @@ def fine_tuning_facts() -> list[Fact]:
             page,
             f"On stdlib-topic the {COUNTS[len(rows)]} blocks' seed ranges "
             f"{'overlap' if overlap['stdlib-topic'] else 'do NOT all overlap'}; on MR Pre-LN is {side['SAS']} SAS by "
-            f"{num(abs(lead['SAS']), 1)} points and {side['SAS-P'].replace('ahead ', '')} SAS-P by "
+            f"{num(abs(lead['SAS']), 1)} points and {then} SAS-P by "
             f"{num(abs(lead['SAS-P']), 1)}, with {'no' if apart else 'SOME'} overlap of the seed ranges",
         ),
     ]
@@ -1184,7 +1185,7 @@ def raptr_page_facts() -> list[Fact]:
 
 
 def _against_range(difference: float, seed: int, spread: float, what: str = "") -> str:
-    """ "+0.0510 in seed 0 (more than 0.0340)": a paired bf16 − float32 difference against the float32 seed range."""
+    """A paired bf16 − float32 difference against the float32 seed range: +0.0510 in seed 0 (more than 0.0340)."""
     side = "more" if abs(difference) > spread else "less"
     return f"{signed(difference, 4)} in seed {seed} ({side} than {num(spread, 4)}{what})"
 
@@ -1203,15 +1204,17 @@ def bf16_fidelity_facts() -> list[Fact]:
     (edge,) = [label for label in labels if not all(c["within_float32_spread"] for c in rows[label].values())]
     block, lr = edge.split(" @ ")
     lr = lr_text(float(lr))
-    seeds = list(zip(result["seeds"], range(len(result["seeds"]))))
     train_range, eval_range = (rows[edge][c]["float32_range"] for c in ("end_train_loss", "final_eval_loss"))
     train = [
         _against_range(
             rows[edge]["end_train_loss"]["difference"][i], seed, train_range, "" if i else ", the float32 seeds' range"
         )
-        for seed, i in seeds
+        for i, seed in enumerate(result["seeds"])
     ]
-    evaluation = [_against_range(rows[edge]["final_eval_loss"]["difference"][i], seed, eval_range) for seed, i in seeds]
+    evaluation = [
+        _against_range(rows[edge]["final_eval_loss"]["difference"][i], seed, eval_range)
+        for i, seed in enumerate(result["seeds"])
+    ]
     both_ways = all(min(c["difference"]) < 0 < max(c["difference"]) for c in rows[edge].values())
     largest = max(labels, key=_largest_difference) == edge
     narrowest = all(min(labels, key=lambda x: rows[x][c]["float32_range"]) == edge for c in rows[edge])

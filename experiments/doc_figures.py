@@ -41,6 +41,7 @@ from experiments import doc_check
 from experiments.authors_parity import results as authors_parity
 from experiments.reproduce.analysis import Z
 from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified.training.glue import render_table
 from modeling_simplified.training.presets import load_preset, validate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -739,6 +740,10 @@ def facts() -> list[Fact]:
         *config_facts(),
         *speed_page_facts(),
         *architecture_facts(),
+        *fine_tuning_facts(),
+        *raptr_page_facts(),
+        *bf16_fidelity_facts(),
+        *training_facts(),
     ]
 
 
@@ -854,23 +859,12 @@ def bf16_speed_facts() -> list[Fact]:
 def bf16_facts() -> list[Fact]:
     """The prose of docs/training.md's bf16 section: the fidelity runs."""
     page = "docs/training.md"
-    result = bf16_fidelity()
-    edge = result["comparison"]["sas @ 0.016"]["end_train_loss"]
-    reruns = ", ".join(run.replace(" seed ", ", seed ") for run in result["float32_vs_committed"])
-    same = set(result["float32_vs_committed"].values()) == {"equal"}
     return [
-        Fact(page, f"one rerun ({reruns}) {'reproduced' if same else 'DID NOT reproduce'} the committed record's"),
         Fact(
             page,
             f"pre_ln and sas_p are within it on {_within('pre_ln @ 0.004', 'sas_p @ 0.008')} criteria: bf16 moves their final losses by at most {num(_largest_difference('pre_ln @ 0.004'), 4)} and "
             f"{num(_largest_difference('sas_p @ 0.008'), 4)}, where their float32 seeds differ by "
             f"{span(_seed_ranges('pre_ln @ 0.004', 'sas_p @ 0.008'), 4)}",
-        ),
-        Fact(
-            page,
-            f"sas at its own lr, 1.6e-2, is not: bf16 moves its training loss by {signed(edge['difference'][0], 4)} "
-            f"and {signed(edge['difference'][1], 4)} (seeds 0 and 1), more than its float32 seeds differ "
-            f"({num(edge['float32_range'], 4)})",
         ),
         Fact(
             page,
@@ -1308,6 +1302,176 @@ def architecture_facts() -> list[Fact]:
         Fact(
             "docs/architecture.md",
             f"the paper-scale presets (vocab 50000, sinusoidal positions) build {pre_ln:.2f}M → {sas:.2f}M",
+        ),
+    ]
+
+
+# -- docs/fine_tuning.md, docs/training.md, docs/raptr.md -------------------------------------------------------------
+GLUE_TINY = REPRODUCTION / "crammed-bert-tiny-glue" / "glue.json"
+
+
+def _seeds_text(seeds: list[str]) -> str:
+    """["0", "1"] → "0 and 1"."""
+    return " and ".join([", ".join(seeds[:-1]), seeds[-1]] if len(seeds) > 1 else seeds)
+
+
+def fine_tuning_facts() -> list[Fact]:
+    """docs/fine_tuning.md: the tiny crammed BERTs' GLUE-like table (`python -m experiments.glue_tiny`'s glue.json),
+    the seeds that finished and how the blocks stand on each task."""
+    rows = json.loads(GLUE_TINY.read_text())["blocks"]
+    page = "docs/fine_tuning.md"
+    seeds = _common(
+        [" ".join(sorted(task["seeds"], key=int)) for glue in rows.values() for task in glue["tasks"].values()]
+    )
+    accuracy = {
+        name: {t: task["summary"]["validation"]["accuracy"] for t, task in glue["tasks"].items()}
+        for name, glue in rows.items()
+    }
+    overlap = {  # each task: do all blocks' seed ranges share a point?
+        t: max(a[t]["min"] for a in accuracy.values()) <= min(a[t]["max"] for a in accuracy.values())
+        for t in next(iter(accuracy.values()))
+    }
+    mr = {name: a["mr"] for name, a in accuracy.items()}
+    lead = {name: 100 * (mr["Pre-LN"]["mean"] - mr[name]["mean"]) for name in ("SAS", "SAS-P")}
+    apart = all(mr["Pre-LN"]["min"] > mr[name]["max"] or mr["Pre-LN"]["max"] < mr[name]["min"] for name in lead)
+    side = {name: "ahead of" if d > 0 else "behind" for name, d in lead.items()}
+    then = "of" if side["SAS-P"] == "ahead of" else "behind"  # "ahead of SAS by 6.6 points and of SAS-P by 5.0"
+    return [
+        Fact(page, render_table(rows)),
+        Fact(page, f"Fine-tuning seeds {_seeds_text(seeds.split())} of each block finished"),
+        Fact(
+            page,
+            f"On stdlib-topic the {COUNTS[len(rows)]} blocks' seed ranges "
+            f"{'overlap' if overlap['stdlib-topic'] else 'do NOT all overlap'}; on MR Pre-LN is {side['SAS']} SAS by "
+            f"{num(abs(lead['SAS']), 1)} points and {then} SAS-P by "
+            f"{num(abs(lead['SAS-P']), 1)}, with {'no' if apart else 'SOME'} overlap of the seed ranges",
+        ),
+    ]
+
+
+def raptr_page_facts() -> list[Fact]:
+    """docs/raptr.md's RaPTr comparison: the seeds run, the seed that chose the lr and the seed with the larger gaps
+    (`docs/reproduction/codeparrot-tiny/results.json`, `raptr`)."""
+    cp = reproduction("codeparrot-tiny")
+    raptr = cp["raptr"]
+    seeds = list(_common([tuple(row["seeds"]) for row in raptr.values()]))
+    gaps = [[abs(g) for g in row["raptr_minus_full"]] for row in raptr.values()]
+    larger = _common([seeds[max(range(len(g)), key=g.__getitem__)] for g in gaps])
+    return [
+        Fact("docs/raptr.md", f"with the stagewise lr schedule, seeds {_seeds_text([str(x) for x in seeds])}."),
+        Fact(
+            "docs/raptr.md",
+            f"(seed {cp['lr_sweep']['pre_ln']['criterion_seed']} also chose the lr), which makes seed {larger}'s gaps "
+            "the larger",
+        ),
+    ]
+
+
+def _against_range(difference: float, seed: int, spread: float, what: str = "") -> str:
+    """A paired bf16 − float32 difference against the float32 seed range: +0.0510 in seed 0 (more than 0.0340)."""
+    side = "more" if abs(difference) > spread else "less"
+    return f"{signed(difference, 4)} in seed {seed} ({side} than {num(spread, 4)}{what})"
+
+
+def bf16_fidelity_facts() -> list[Fact]:
+    """docs/training.md's account of the bf16 fidelity runs: the code each side ran, the rerun, and the one point
+    outside float32's seed spread, per seed (`docs/reproduction/bf16-fidelity/results.json`)."""
+    result, page = bf16_fidelity(), "docs/training.md"
+    reference = reproduction("codeparrot-tiny")["environment"]["commit"][:7]
+    commit, changes, _ = result["environment"]["commit"].partition("+changes")
+    reruns = result["float32_vs_committed"]
+    others = sorted({p["block"] for p in result["points"]} - {name.split(" seed ")[0] for name in reruns})
+    steps = _common([r["steps"] for runs in result["runs"].values() for r in runs])
+    rows = result["comparison"]
+    labels = [f"{point['block']} @ {point['lr']:g}" for point in result["points"]]
+    (edge,) = [label for label in labels if not all(c["within_float32_spread"] for c in rows[label].values())]
+    block, lr = edge.split(" @ ")
+    lr = lr_text(float(lr))
+    train_range, eval_range = (rows[edge][c]["float32_range"] for c in ("end_train_loss", "final_eval_loss"))
+    train = [
+        _against_range(
+            rows[edge]["end_train_loss"]["difference"][i], seed, train_range, "" if i else ", the float32 seeds' range"
+        )
+        for i, seed in enumerate(result["seeds"])
+    ]
+    evaluation = [
+        _against_range(rows[edge]["final_eval_loss"]["difference"][i], seed, eval_range)
+        for i, seed in enumerate(result["seeds"])
+    ]
+    both_ways = all(min(c["difference"]) < 0 < max(c["difference"]) for c in rows[edge].values())
+    largest = max(labels, key=_largest_difference) == edge
+    narrowest = all(min(labels, key=lambda x: rows[x][c]["float32_range"]) == edge for c in rows[edge])
+    rerun = "; ".join(name.replace(" seed ", ", seed ") for name in reruns)
+    reproduced = "reproduced" if set(reruns.values()) == {"equal"} else "did NOT reproduce"
+    return [
+        Fact(page, f"seeds {_seeds_text([str(x) for x in result['seeds']])}, {steps} steps, and compares them"),
+        Fact(
+            page,
+            f"The float32 records were trained at commit {reference}; the bf16 runs ran at commit {commit[:7]}"
+            f"{' with uncommitted changes' if changes else ''}, and {COUNTS[len(reruns)]} float32 run was trained "
+            f"again there: {rerun}, which {reproduced} its committed record's every logged loss",
+        ),
+        Fact(page, f"It does not show it for {' and '.join(others)}: their float32 records were not rerun"),
+        Fact(page, f"`git log {reference}..{commit[:7]} -- modeling_simplified/`"),
+        Fact(
+            page,
+            f"{block} at its own lr, {lr}, is not: bf16 − float32 on the training loss is {' and '.join(train)}; on the "
+            f"eval loss {' and '.join(evaluation)}. The differences there go {'both ways' if both_ways else 'ONE way'}",
+        ),
+        Fact(
+            page,
+            f"Of the {COUNTS[len(labels)]} points, {block} at {lr} has {'the' if largest else 'NOT the'} largest "
+            f"bf16 − float32 differences and {'the' if narrowest else 'NOT the'} narrowest float32 seed ranges on "
+            "both criteria",
+        ),
+    ]
+
+
+def training_facts() -> list[Fact]:
+    """docs/training.md besides bf16: the demo model's size (the reproduction's sas_p runs of the same preset), the
+    stream resume timing (`benchmarks.stream_resume`), the offline task's constant baseline (glue_tiny's glue.json)
+    and the packing section's batch and runs (the current `make bench` runs)."""
+    page = "docs/training.md"
+    parameters = _common([r["parameters"] for r in reproduction("codeparrot-tiny")["runs"] if r["block"] == "sas_p"])
+    stream = json.loads((BENCHMARK / "stream_resume.json").read_text())
+    times = {
+        kind: f"{stream[kind]['median_s']:.2f} s ({span([stream[kind]['min_s'], stream[kind]['max_s']], 2)})"
+        for kind in ("restored", "skipped")
+    }
+    glue = json.loads(GLUE_TINY.read_text())
+    baseline = _common(
+        [g["tasks"]["stdlib-topic"]["baseline"]["validation"]["accuracy"] for g in glue["blocks"].values()]
+    )
+    runs = [run(name) for name in CURRENT_RUNS]
+    shape = _common([json.dumps(r["meta"]["shape"], sort_keys=True) for r in runs])
+    cpus = _common([r["meta"]["machine"].split(", ")[1].split()[0] for r in runs])
+    return [
+        Fact(page, f"(SAS-P, 4 blocks, d=128, {parameters / 1e6:.1f}M parameters"),
+        Fact(
+            page,
+            f"from step {stream['setup']['checkpoint_step']} of a local stream of {stream['setup']['documents']:,} "
+            f"documents (crammed-bert-tiny-sas_p, {COUNTS[stream['setup']['rounds']]} rounds",
+        ),
+        Fact(
+            page,
+            f"the first step came after {times['restored']} restored and {times['skipped']} skipped, "
+            f"{num(stream['skipped_over_restored'], 2)}× as long",
+        ),
+        Fact(
+            page,
+            f"with Python {glue['environment']['python']}'s, a constant prediction of the most frequent training class "
+            f"scores {100 * baseline:.1f}% on the validation split",
+        ),
+        Fact(
+            page,
+            f"({_common([r['packing']['tokens'] for r in runs])} real tokens, "
+            f"{_common([r['packing']['padded_tokens'] for r in runs]):,} when padded to the longest)",
+        ),
+        Fact(
+            page,
+            "at the paper's CodeParrot shape ({layers}×{width})".format(**json.loads(shape))
+            + f" on this project's host of {cpus} CPUs. In the {COUNTS[len(runs)]} current runs (runs "
+            f"{CURRENT_RUNS[0].removeprefix('run')}–{CURRENT_RUNS[-1].removeprefix('run')},",
         ),
     ]
 

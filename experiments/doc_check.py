@@ -87,6 +87,11 @@ EXEMPT: tuple[Exempt, ...] = (
         r"\s*[=:]?\s*\(?[−-]?\d[\d.,e−-]*(?:,\s*[\d.]+\))?|[αβγλ]\w*\s*=\s*[−-]?\d[\d.]*"
         r"|\b\d[\d,]*\s*(?:blocks?|layers?|heads?|threads?|cores?|processes|GPUs?|bits?)\b|\b\d-D\b",
     ),
+    Exempt(
+        "a seed's index, which names a run (how many seeds ran is a result)",
+        r"\b[Ss]eeds?\s+\d+(?![\d%]|\.\d)(?:(?:,\s*|\s+(?:and|or|to)\s+|\s*/\s*)(?:seed\s+)?\d+(?![\d%]|\.\d))*",
+    ),
+    Exempt("a name with a number in it: a model, a data set, a hash", r"\b(?:GPT|SST|SHA)-\d+\b"),
 )
 
 

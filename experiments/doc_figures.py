@@ -746,6 +746,7 @@ def facts() -> list[Fact]:
         *bf16_centring_facts(),
         *authors_facts(),
         *reproduction_page_facts(),
+        *reproduction_direction_facts(),
         *reproduction_depth_setting_facts(),
         *readme_facts(),
     ]
@@ -1000,10 +1001,10 @@ def reproduction_facts() -> list[Fact]:
         ),
         Fact(
             page,
-            f"by {span([float(m) for m, _ in within['shared_lr']], 1)}% on the seed means at Pre-LN's lr "
-            f"({span([float(g) for _, gs in within['shared_lr'] for g in gs], 1)}% per seed) and by "
-            f"{span([float(m) for m, _ in within['best_lr']], 1)}% at their own best lrs "
-            f"({span([float(g) for _, gs in within['best_lr'] for g in gs], 1)}% per seed)",
+            f"by {span([float(m.replace('−', '-')) for m, _ in within['shared_lr']], 1)}% on the seed means at Pre-LN's lr "
+            f"({span([float(g.replace('−', '-')) for _, gs in within['shared_lr'] for g in gs], 1)}% per seed) and by "
+            f"{span([float(m.replace('−', '-')) for m, _ in within['best_lr']], 1)}% at their own best lrs "
+            f"({span([float(g.replace('−', '-')) for _, gs in within['best_lr'] for g in gs], 1)}% per seed)",
         ),
         Fact(
             page,
@@ -1264,6 +1265,67 @@ def reproduction_page_facts() -> list[Fact]:
             f"{_sci(max(row['ours_vs_theirs_torch_adamw']['first_step_abs'] for row in exact.values()))} at the first "
             "step",
         ),
+    ]
+
+
+def _every_seed_way(result: dict[str, Any], names: list[str], settings: tuple[str, ...] = SETTINGS) -> str:
+    """ "ahead" where the first block of every named claim is ahead in every seed and setting, "behind" where it is
+    behind in all, else "NEITHER ahead nor behind"."""
+    gaps = [g for s in settings for name in names for g in claim_gaps(claim(result, s, name))[1]]
+    return "ahead" if all(g < 0 for g in gaps) else "behind" if all(g > 0 for g in gaps) else "NEITHER ahead nor behind"
+
+
+def reproduction_direction_facts() -> list[Fact]:
+    """The words of docs/reproduction.md that say which way a checked figure points, from the committed records."""
+    cp, mlm, authors = reproduction("codeparrot-tiny"), reproduction("crammed-bert-tiny"), reproduction(AUTHORS)
+    within = [f"{b} within 2% of Pre-LN" for b in ("SAS", "SAS-P")]
+    best = [_ahead(cp, "best_lr", name)[0] for name in within]
+    mlm_best = [_ahead(mlm, "best_lr", f"{b} within 2%")[0] for b in ("SAS", "SAS-P")]
+    exact = authors["exact"]
+    simplified = [b for b in exact if b != "pre_ln"]
+    steps = _common([row["ours_vs_theirs_torch_adamw"]["steps"] for row in exact.values()])
+    more = all(
+        exact[b]["their_adamw_hf_vs_torch"]["max_abs"] > exact[b]["ours_vs_theirs_torch_adamw"]["max_abs"]
+        for b in simplified
+    )
+    (low,) = [at for at in authors["init_parity"] if at["learning_rate"] == authors["setting"]["learning_rate"]]
+    lead = {code: low[code]["lead"] for code in ("theirs", "ours")}
+    shaped = [lead[code][b]["per_seed"] for code in lead for b in ("sas", "sas_p")]
+    shaped_way = "behind" if all(x > 0 for xs in shaped for x in xs) else "NOT behind"
+    further = all(lead["theirs"][b]["mean"] > lead["ours"][b]["mean"] for b in ("sas", "sas_p"))
+    vsk = {code: lead[code]["value_skipinit"]["mean"] for code in lead}
+    tuned = mlm["finetune"]["table"]
+    pretrained = [v for n, row in tuned.items() if n != "pre_ln_from_scratch" for v in row["eval_loss_per_seed"]]
+    lowered = max(pretrained) < min(tuned["pre_ln_from_scratch"]["eval_loss_per_seed"])
+    page = "docs/reproduction.md"
+    return [
+        Fact(
+            page,
+            f"they are {_every_seed_way(cp, within)} of it in both seeds, by {best[0]}% and {best[1]}% on the seed "
+            "means",
+        ),
+        Fact(
+            page,
+            f"the simplified blocks are {_every_seed_way(mlm, [f'{b} within 2%' for b in ('SAS', 'SAS-P')], ('best_lr',))} "
+            f"at their own best lrs too (SAS {mlm_best[0]}%, SAS-P {mlm_best[1]}%",
+        ),
+        Fact(page, f"they are {_every_seed_way(cp, within)} of it in every seed, by"),
+        Fact(
+            page,
+            f"within {steps} steps, {'more' if more else 'NOT more'} than the two codes' float32 rounding in every "
+            "simplified block",
+        ),
+        Fact(
+            page,
+            f"SAS and SAS-P end {shaped_way} Pre-LN in both codes and both seeds, "
+            f"{'further behind in theirs' if further else 'NOT further behind in theirs'}",
+        ),
+        Fact(
+            page,
+            f"ends slightly {'ahead of' if vsk['theirs'] < 0 else 'behind'} their Pre-LN, this project's slightly "
+            f"{'ahead' if vsk['ours'] < 0 else 'behind'}",
+        ),
+        Fact(page, f"It did {'lower' if lowered else 'NOT lower'} the loss: every pretrained run ends"),
     ]
 
 

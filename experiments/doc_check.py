@@ -93,6 +93,10 @@ EXEMPT: tuple[Exempt, ...] = (
         r"\b(?:GPT|SST|SmolLM2|flash-attention|SHA|UTF|AVX|Apache)-\d+(?:\.\d+)?[KMB]?\b"
         r"|\b[Rr]uns?\s+\d+(?![.\d])(?:\s*(?:–|,|and)\s*\d+(?![.\d]))*",
     ),
+    Exempt(
+        "a seed's index, which names a run (how many seeds ran is a result)",
+        r"\b[Ss]eeds?\s+\d+(?![\d%]|\.\d)(?:(?:,\s*|\s+(?:and|or|to)\s+|\s*/\s*)(?:seed\s+)?\d+(?![\d%]|\.\d))*",
+    ),
 )
 
 

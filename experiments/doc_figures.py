@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from benchmarks import targets
@@ -40,7 +41,7 @@ from benchmarks.common import per_round
 from experiments import doc_check
 from experiments.authors_parity import results as authors_parity
 from experiments.reproduce.analysis import Z
-from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
 from modeling_simplified.training.glue import render_table
 from modeling_simplified.training.presets import load_preset, validate
 
@@ -117,13 +118,50 @@ def _pct(x: float) -> str:
     return signed(x, 1) + "%"
 
 
+#: the blocks as the claims name them
+CLAIM_LABELS = {
+    "pre_ln": "Pre-LN",
+    "post_ln": "Post-LN",
+    "parallel": "the parallel block",
+    "value_skipinit": "V-SkipInit",
+    "sas": "SAS",
+    "sas_p": "SAS-P",
+    "simplest": "simplest",
+    "normformer": "NormFormer",
+    "sas_softmax": "skipless softmax",
+}
+
+
+def _way(gap: float) -> str:
+    """Where a gap (%, the first block's loss over the second's) puts the first block, at the printed precision."""
+    return "level with" if f"{abs(gap):.1f}" == "0.0" else "ahead of" if gap < 0 else "behind"
+
+
+def which_way(row: dict[str, Any]) -> str:
+    """Which block of a claim ended ahead and by how much, on the seed means and per seed: "SAS ahead of Pre-LN by
+    11.2% (seeds 9.9%, 12.5%)", each seed's way named where it is not the means' way."""
+    first, second = (CLAIM_LABELS.get(block, block) for block in row["loss"])
+    mean, seeds = claim_gaps(row)
+    way = _way(mean)
+    text = f"{first} {way} {second}" + ("" if way == "level with" else f" by {abs(mean):.1f}%")
+    if way != "level with" and all(_way(g) == way for g in seeds):
+        return f"{text} (seeds {', '.join(f'{abs(g):.1f}%' for g in seeds)})"
+    each = [
+        f"seed {s} level" if _way(g) == "level with" else f"seed {s} {_way(g).split()[0]} by {abs(g):.1f}%"
+        for s, g in zip(row["seeds"], seeds)
+    ]
+    return f"{text} ({', '.join(each)})"
+
+
 def _claim_cell(row: dict[str, Any]) -> str:
+    """A claim's verdict and which way it went: "**did not hold**: SAS ahead of Pre-LN by 11.2% (seeds 9.9%,
+    12.5%), not matched" (a claim of a match that did not hold says so)."""
     if row["verdict"] == "not run":
         return "not run"
-    mean, seeds = claim_gaps(row)
     word = row["verdict"].replace("did NOT hold", "did not hold")
+    unmatched = ", not matched" if word == "did not hold" and " within " in row["claim"] else ""
     word = f"**{word}**" if word in ("held", "did not hold") else word
-    return f"{word}: {_pct(mean)} (seeds {', '.join(_pct(g) for g in seeds)})"
+    return f"{word}: {which_way(row)}{unmatched}"
 
 
 def claims_table(family: str) -> str:
@@ -744,6 +782,10 @@ def facts() -> list[Fact]:
         *raptr_page_facts(),
         *bf16_fidelity_facts(),
         *training_facts(),
+        *reproduction_page_facts(),
+        *reproduction_direction_facts(),
+        *reproduction_depth_setting_facts(),
+        *readme_facts(),
     ]
 
 
@@ -942,7 +984,6 @@ def reproduction_facts() -> list[Fact]:
         Fact(page, f"ablation) {bracketed(cp)} their best lr"),
         Fact(page, f"Every sweep {bracketed(mlm)} its best lr"),
         Fact(page, f"{timing['warmup']} warm-up and {timing['rounds']} timed steps"),
-        Fact(page, f"({span([r['parameters'] / 1e6 for r in cp['runs']], 1)}M parameters;"),
         Fact(
             page,
             f"{cp['runs'][0]['steps']} steps of {timing['batch']} × {timing['seq']} tokens "
@@ -986,10 +1027,10 @@ def reproduction_facts() -> list[Fact]:
         ),
         Fact(
             page,
-            f"by {span([float(m) for m, _ in within['shared_lr']], 1)}% on the seed means at Pre-LN's lr "
-            f"({span([float(g) for _, gs in within['shared_lr'] for g in gs], 1)}% per seed) and by "
-            f"{span([float(m) for m, _ in within['best_lr']], 1)}% at their own best lrs "
-            f"({span([float(g) for _, gs in within['best_lr'] for g in gs], 1)}% per seed)",
+            f"by {span([float(m.replace('−', '-')) for m, _ in within['shared_lr']], 1)}% on the seed means at Pre-LN's lr "
+            f"({span([float(g.replace('−', '-')) for _, gs in within['shared_lr'] for g in gs], 1)}% per seed) and by "
+            f"{span([float(m.replace('−', '-')) for m, _ in within['best_lr']], 1)}% at their own best lrs "
+            f"({span([float(g.replace('−', '-')) for _, gs in within['best_lr'] for g in gs], 1)}% per seed)",
         ),
         Fact(
             page,
@@ -1088,10 +1129,6 @@ def readme_reproduction_facts() -> list[Fact]:
                 if all(claim_gaps(claim(cp, s, "SAS-P ahead of SAS"))[0] > 0 for s in SETTINGS)
                 else ""
             ),
-        ),
-        Fact(page, f"V-SkipInit behind Pre-LN per step ({in_both(cp, 'V-SkipInit behind Pre-LN')})"),
-        Fact(
-            page, f"the norm-free block slightly behind SAS-P per step ({in_both(cp, 'no norms (simplest) slightly')})"
         ),
         Fact(page, f"trails SAS by {span(softmax, 0)}% (§4.1)"),
         Fact(
@@ -1473,6 +1510,244 @@ def training_facts() -> list[Fact]:
             + f" on this project's host of {cpus} CPUs. In the {COUNTS[len(runs)]} current runs (runs "
             f"{CURRENT_RUNS[0].removeprefix('run')}–{CURRENT_RUNS[-1].removeprefix('run')},",
         ),
+    ]
+
+
+def _training_hours(*results: dict[str, Any]) -> float:
+    """The sum of the training times of every run of `results` (pre-training, RaPTr, fine-tuning), in hours."""
+    kinds = ("runs", "raptr_runs", "finetune_runs")
+    return sum(run["train_time_s"] for r in results for kind in kinds for run in r.get(kind, [])) / 3600
+
+
+def _steps(result: dict[str, Any]) -> int:
+    return _common([run["steps"] for run in result["runs"]])
+
+
+def _seed_ways(result: dict[str, Any], name: str) -> str:
+    """Which way each seed of a claim went, where it reads the same in both settings: "V-SkipInit behind by 1.6% in
+    seed 0, ahead by 3.1% in seed 1"."""
+
+    def ways(setting: str) -> str:
+        row = claim(result, setting, name)
+        first = CLAIM_LABELS[next(iter(row["loss"]))]
+        _, gaps = claim_gaps(row)
+        return f"{first} " + ", ".join(
+            f"{_way(g).split()[0]} by {abs(g):.1f}% in seed {s}" for s, g in zip(row["seeds"], gaps)
+        )
+
+    return _common([ways(s) for s in SETTINGS])
+
+
+def reproduction_page_facts() -> list[Fact]:
+    """docs/reproduction.md's settings as the committed records hold them, the verdicts' directions in its prose and
+    the parity section's figures of the first steps."""
+    cp, mlm, authors = reproduction("codeparrot-tiny"), reproduction("crammed-bert-tiny"), reproduction(AUTHORS)
+    steps, mlm_steps, shared_lr = _steps(cp), _steps(mlm), cp["lrs"]["shared_lr"]
+    params = {name: [run["parameters"] / 1e6 for run in r["runs"]] for name, r in (("causal", cp), ("masked", mlm))}
+    nearly = [g for s in SETTINGS for g in claim_gaps(claim(cp, s, "no norms (simplest) slightly"))[1]]
+    mlm_shared = [_ahead(mlm, "shared_lr", f"{b} within 2%")[0] for b in ("SAS", "SAS-P")]
+    behind = [-d for c in mlm["finetune"]["claims"] for d in c["difference_per_seed"]]
+    (sentences,) = re.findall(r"([\d,]+) sentences", mlm["finetune"]["data"])
+    tuned_seeds = _common([len(c["seeds"]) for c in mlm["finetune"]["claims"]])
+    within_shared = [-claim_gaps(claim(cp, "shared_lr", f"{b} within 2% of Pre-LN"))[0] for b in ("SAS", "SAS-P")]
+    setting, exact = authors["setting"], authors["exact"]
+    # the float32 rounding of 1/k, k up to the sequence length: the centring matrix's entries as their code casts them
+    rounding = max(abs(float(np.float32(1 / k)) - 1 / k) * k for k in range(1, setting["seq_len"] + 1))
+    page = "docs/reproduction.md"
+    return [
+        Fact(
+            page,
+            f"d=128, {steps} steps, embedded data; resumable; its runs' training times sum to "
+            f"{_training_hours(cp, mlm):.1f} hours",
+        ),
+        Fact(page, f"{span(params['causal'], 2)}M parameters on the causal side"),
+        Fact(page, f"{span(params['masked'], 2)}M on the masked side"),
+        Fact(page, f"{mlm_steps} micro-batch steps on the masked side"),
+        Fact(page, f"at d = 128 and {steps} steps unit-amplitude sinusoids"),
+        Fact(page, f"the sentences SST-2 was built from: {sentences} of them"),
+        Fact(page, f"One task and {tuned_seeds} seeds"),
+        Fact(page, f"Final eval loss after {steps} steps"),
+        Fact(page, f"at the Pre-LN lr used here, {lr_text(shared_lr)}:"),
+        Fact(
+            page,
+            f"V-SkipInit behind Pre-LN per step ({in_both(cp, 'V-SkipInit behind Pre-LN')}: {_seed_ways(cp, 'V-SkipInit behind Pre-LN')})",
+        ),
+        Fact(
+            page,
+            f"slightly behind SAS-P per step ({in_both(cp, 'no norms (simplest) slightly')}: within "
+            f"{max(map(abs, nearly)):.1f}% of SAS-P in every seed)",
+        ),
+        Fact(
+            page,
+            f"the verdicts are {_common([verdict_word(claim(mlm, 'shared_lr', f'{b} within 2%')['verdict']) for b in ('SAS', 'SAS-P')])}, "
+            f"with SAS and SAS-P {mlm_shared[0]}% and {mlm_shared[1]}% ahead",
+        ),
+        Fact(
+            page,
+            f"fine-tuning on MR is {_common([verdict_word(c['verdict']) for c in mlm['finetune']['claims']])} (SAS and "
+            f"SAS-P end {span(behind, 1)} points below pre_ln in accuracy)",
+        ),
+        Fact(page, f"SAS and SAS-P lead by {span(within_shared, 1)}% on the seed means"),
+        Fact(page, f"{mlm_steps} micro-batch steps, the batch ramped"),
+        Fact(page, f"Final MLM eval loss after {mlm_steps} steps"),
+        Fact(page, f"{mlm_steps} steps of masked-LM on Python's docstrings"),
+        Fact(
+            page,
+            f"seq {setting['seq_len']}, batch {setting['batch']}, {setting['steps']} steps, on the reproduction's data "
+            f"(the embedded stdlib code, a byte-level BPE of vocab {setting['vocab_size']})",
+        ),
+        Fact(page, f"{setting['steps']} steps instead of an epoch"),
+        Fact(page, f"(`1/k` off by up to {rounding:.0e} relative)".replace("e-0", "e-")),
+        Fact(
+            page,
+            f"they start up to {_sci(max(row['float64']['first_step_abs'] for row in exact.values()))} apart at the "
+            "first step",
+        ),
+        Fact(
+            page,
+            "the differences of up to "
+            f"{_sci(max(row['ours_vs_theirs_torch_adamw']['first_step_abs'] for row in exact.values()))} at the first "
+            "step",
+        ),
+    ]
+
+
+def _every_seed_way(result: dict[str, Any], names: list[str], settings: tuple[str, ...] = SETTINGS) -> str:
+    """ "ahead" where the first block of every named claim is ahead in every seed and setting, "behind" where it is
+    behind in all, else "NEITHER ahead nor behind"."""
+    gaps = [g for s in settings for name in names for g in claim_gaps(claim(result, s, name))[1]]
+    return "ahead" if all(g < 0 for g in gaps) else "behind" if all(g > 0 for g in gaps) else "NEITHER ahead nor behind"
+
+
+def reproduction_direction_facts() -> list[Fact]:
+    """The words of docs/reproduction.md that say which way a checked figure points, from the committed records."""
+    cp, mlm, authors = reproduction("codeparrot-tiny"), reproduction("crammed-bert-tiny"), reproduction(AUTHORS)
+    within = [f"{b} within 2% of Pre-LN" for b in ("SAS", "SAS-P")]
+    best = [_ahead(cp, "best_lr", name)[0] for name in within]
+    mlm_best = [_ahead(mlm, "best_lr", f"{b} within 2%")[0] for b in ("SAS", "SAS-P")]
+    exact = authors["exact"]
+    simplified = [b for b in exact if b != "pre_ln"]
+    steps = _common([row["ours_vs_theirs_torch_adamw"]["steps"] for row in exact.values()])
+    more = all(
+        exact[b]["their_adamw_hf_vs_torch"]["max_abs"] > exact[b]["ours_vs_theirs_torch_adamw"]["max_abs"]
+        for b in simplified
+    )
+    (low,) = [at for at in authors["init_parity"] if at["learning_rate"] == authors["setting"]["learning_rate"]]
+    lead = {code: low[code]["lead"] for code in ("theirs", "ours")}
+    shaped = [lead[code][b]["per_seed"] for code in lead for b in ("sas", "sas_p")]
+    shaped_way = "behind" if all(x > 0 for xs in shaped for x in xs) else "NOT behind"
+    further = all(lead["theirs"][b]["mean"] > lead["ours"][b]["mean"] for b in ("sas", "sas_p"))
+    vsk = {code: lead[code]["value_skipinit"]["mean"] for code in lead}
+    tuned = mlm["finetune"]["table"]
+    pretrained = [v for n, row in tuned.items() if n != "pre_ln_from_scratch" for v in row["eval_loss_per_seed"]]
+    lowered = max(pretrained) < min(tuned["pre_ln_from_scratch"]["eval_loss_per_seed"])
+    page = "docs/reproduction.md"
+    return [
+        Fact(
+            page,
+            f"they are {_every_seed_way(cp, within)} of it in both seeds, by {best[0]}% and {best[1]}% on the seed "
+            "means",
+        ),
+        Fact(
+            page,
+            f"the simplified blocks are {_every_seed_way(mlm, [f'{b} within 2%' for b in ('SAS', 'SAS-P')], ('best_lr',))} "
+            f"at their own best lrs too (SAS {mlm_best[0]}%, SAS-P {mlm_best[1]}%",
+        ),
+        Fact(page, f"they are {_every_seed_way(cp, within)} of it in every seed, by"),
+        Fact(
+            page,
+            f"within {steps} steps, {'more' if more else 'NOT more'} than the two codes' float32 rounding in every "
+            "simplified block",
+        ),
+        Fact(
+            page,
+            f"SAS and SAS-P end {shaped_way} Pre-LN in both codes and both seeds, "
+            f"{'further behind in theirs' if further else 'NOT further behind in theirs'}",
+        ),
+        Fact(
+            page,
+            f"ends slightly {'ahead of' if vsk['theirs'] < 0 else 'behind'} their Pre-LN, this project's slightly "
+            f"{'ahead' if vsk['ours'] < 0 else 'behind'}",
+        ),
+        Fact(page, f"It did {'lower' if lowered else 'NOT lower'} the loss: every pretrained run ends"),
+    ]
+
+
+def reproduction_depth_setting_facts() -> list[Fact]:
+    """The depth family's shape, steps, tokens, βFF and match threshold where the prose states them."""
+    result = reproduction(DEPTH)
+    shallow, deep = result["depths"]
+    shape, steps = result["shape"], result["steps"]
+    tokens = _common([f"{run['tokens_seen'] / 1e3:.0f}K" for run in result["runs"]])
+    beta = {int(k): v for k, v in result["beta_ff_init"].items()}
+    threshold = f"{100 * result['match_threshold']:g}%"
+    mlp = "2d" if shape["intermediate_size"] == 2 * shape["hidden_size"] else str(shape["intermediate_size"])
+    page = "docs/reproduction.md"
+    return [
+        Fact(
+            page,
+            f"at {shallow} and {deep} blocks (d={shape['hidden_size']}, MLP {mlp}, {steps} steps), the lr swept at "
+            f"{shallow} blocks and re-checked at {deep} around each best",
+        ),
+        Fact(
+            page,
+            f"at {shallow} and {deep} blocks ({deep / shallow:g}× deeper), d = {shape['hidden_size']}, "
+            f"{shape['heads']} heads, ReLU MLP {shape['intermediate_size']} = {mlp}",
+        ),
+        Fact(page, f"sequence {shape['seq_len']}, batch {shape['batch']}, {steps} steps ({tokens} tokens)"),
+        Fact(page, f"βFF starts at {beta[shallow]:g} at {shallow} blocks and {beta[deep]:g} at {deep}:"),
+        Fact(page, f"within {threshold} of Pre-LN's: the paper gives no number, and {threshold} is the threshold"),
+        Fact(page, f"so {threshold} can only be met where the seeds agree"),
+        Fact(page, f"At {steps} steps depth paid for no block"),
+        Fact(page, f"and {tokens} tokens is a small part of Fig. 6's single epoch"),
+        Fact(page, f"their first {steps} updates"),
+        Fact(page, f"within {steps} steps the deeper simplified models did not end better"),
+        Fact(
+            page,
+            f"{shallow} and {deep} blocks of width {shape['hidden_size']}, against 18 blocks and 72 blocks of width "
+            f"768; {steps} steps of batch {shape['batch']}, seq {shape['seq_len']}",
+        ),
+    ]
+
+
+#: the README's block-types table: He & Hofmann's CodeParrot shape (§4.2) with GPT-2's vocabulary, the config defaults
+PAPER_SHAPE = dict(
+    num_hidden_layers=18, hidden_size=768, num_attention_heads=12, intermediate_size=3072, vocab_size=50257
+)
+
+
+@functools.cache
+def paper_scale_parameters(block_type: str) -> int:
+    """`SimplifiedForCausalLM`'s parameters at `PAPER_SHAPE`, built on the meta device (no memory, no init)."""
+    with torch.device("meta"):
+        model = SimplifiedForCausalLM(SimplifiedConfig(block_type=block_type, **PAPER_SHAPE))
+    return sum(p.numel() for p in model.parameters())
+
+
+def readme_facts() -> list[Fact]:
+    """The README's parameter counts, and its paragraph on what the miniature can and cannot show."""
+    cp, mlm, depth = reproduction("codeparrot-tiny"), reproduction("crammed-bert-tiny"), reproduction(DEPTH)
+    steps = _common([_steps(cp), _steps(mlm)])
+    seeds = COUNTS[_common([len({run["seed"] for run in r["runs"]}) for r in (cp, mlm)])]
+    counts = {block: paper_scale_parameters(block) / 1e6 for block in CLAIM_LABELS if block != "sas_softmax"}
+    miniature = [run["parameters"] / 1e6 for r in (cp, mlm) for run in r["runs"]]
+    shallow, deep = depth["depths"]
+    page = "README.md"
+    return [
+        *(Fact(page, f"| `{block}` | {n:.2f}M |") for block, n in counts.items()),
+        Fact(
+            page,
+            f"4 blocks of width 128, {steps} steps on the embedded corpora (resumable; the two comparisons' runs train "
+            f"for {_training_hours(cp, mlm):.1f} hours in all",
+        ),
+        Fact(page, f"an lr sweep per block, {seeds} seeds,"),
+        Fact(page, f"Fig. 6's depth scaling at {shallow} and {deep} blocks"),
+        Fact(
+            page,
+            f"Its models hold {span(miniature, 1)}M parameters and train for {steps} steps on a CPU; the paper's hold "
+            f"{span(list(counts.values()), 0)}M (the table above)",
+        ),
+        Fact(page, f"and {seeds} seeds settle only large differences"),
     ]
 
 

@@ -66,6 +66,18 @@ def test_verdict_words_are_the_committed_verdicts():
                 assert word in ("held", "did not hold", "inconclusive"), row["verdict"]
                 cell = doc_figures._claim_cell(row)
                 assert cell.lstrip("*").startswith(word) and cell in page
+                # the direction, read from the command's own summary of the claim ("mean 4.0345 vs 4.5443 (-11.22%)")
+                (gap,) = re.findall(r"mean [\d.]+ vs [\d.]+ \(([+-][\d.]+)%\)", row["numbers"])
+                first, second = (doc_figures.CLAIM_LABELS[b] for b in row["loss"])
+                if abs(float(gap)) >= 0.05:
+                    way = "ahead of" if float(gap) < 0 else "behind"
+                    (by,) = re.findall(rf"{re.escape(f'{first} {way} {second} by ')}([\d.]+)%", cell) or [cell]
+                    assert abs(float(by) - abs(float(gap))) <= 0.051, (cell, row["numbers"])
+                else:
+                    assert f"{first} level with {second}" in cell
+                assert not re.search(r": [+−-]?\d", cell), cell  # no bare signed figure: the words say which way
+                if word == "did not hold" and " within " in row["claim"]:
+                    assert cell.endswith(", not matched")
     for row in doc_figures.reproduction(doc_figures.DEPTH)["claims"]:
         cell = doc_figures.depth_claim_cell(row)
         assert cell.lstrip("*").startswith(doc_figures.verdict_word(row["verdict"])) and cell in page
@@ -95,13 +107,30 @@ def test_a_changed_reproduction_result_leaves_its_tables_and_prose_stale(fresh_j
     _edit(fresh_json / "reproduction" / "codeparrot-tiny" / "results.json", change)
     doc_figures.reproduction.cache_clear()
     regenerated = doc_figures.regenerate(reproduction)
-    assert regenerated != reproduction and "**held**: +1.3%" in regenerated
+    assert regenerated != reproduction and "**held**: SAS-P behind SAS by 1.3% (seeds 2.3%, 0.2%)" in regenerated
     missing = {(f.page, f.text) for f in doc_figures.missing_facts()}
     assert any(page == "README.md" and "−0.250" in text for page, text in missing)
     assert any(
         page == "docs/reproduction.md" and "SAS-P ahead of SAS at equal time held" in text for page, text in missing
     )
     assert doc_figures.regenerate(readme) == readme  # the README has no reproduction table
+
+
+def test_a_claim_whose_blocks_swap_places_reads_the_other_way_in_table_and_prose(fresh_json):
+    """SAS and Pre-LN's losses swapped in one claim: its cell says SAS is behind, and the prose that says the
+    simplified blocks are ahead in every seed no longer matches the page."""
+    page = (REPO / "docs" / "reproduction.md").read_text()
+
+    def change(result):
+        row = doc_figures.claim(result, "best_lr", "SAS within 2% of Pre-LN")
+        row["loss"] = dict(zip(row["loss"], reversed(list(row["loss"].values()))))
+
+    _edit(fresh_json / "reproduction" / "codeparrot-tiny" / "results.json", change)
+    doc_figures.reproduction.cache_clear()
+    regenerated = doc_figures.regenerate(page)
+    assert "**did not hold**: SAS behind Pre-LN by 12." in regenerated and regenerated != page
+    missing = [f.text for f in doc_figures.missing_facts() if f.page == "docs/reproduction.md"]
+    assert any(text.startswith("they are NEITHER ahead nor behind of it") for text in missing), missing
 
 
 def test_a_changed_depth_result_leaves_its_tables_and_prose_stale(fresh_json):
@@ -205,6 +234,10 @@ def _page(text: str, facts: tuple[str, ...] = ()) -> doc_check.Page:
         ("see [8.1](#81-checkpoint-conversion) and [1 Layers](#1-layers-of-the-package)", True),
         ("GPT-2 and SmolLM2-135M in run 14 and runs 9–12", True),
         ("runs 1.1–1.7× faster", False),
+        ("seeds 0 and 1, seed 0 / 1, [seed 0, seed 1]", True),
+        ("GPT-2's config, SST-2, SHA-256", True),
+        ("seeds 10%, 12%", False),
+        ("two seeds differ by 3", False),
         ("sas_p / pre_ln is 1.123", False),
         ("SAS ahead by 11%", False),
         ("about 4× Pre-LN's", False),

@@ -229,6 +229,22 @@ def reference_levels(
     return {"chance": math.log(vocab_size), "unigram": float(-log_p[scored].mean())}
 
 
+def chosen_records(result: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    """A depth-family result's runs at each depth's chosen lrs, by depth: the records its claims read."""
+    return {
+        int(layers): [
+            r for r in result["runs"] if r["layers"] == int(layers) and r["learning_rate"] == at["lrs"][r["block"]]
+        ]
+        for layers, at in result["per_depth"].items()
+    }
+
+
+def reanalyse(result: dict[str, Any]) -> dict[str, Any]:
+    """`result` with its claims computed anew from its own runs (the analysis changed, the training did not)."""
+    blocks = list(next(iter(result["per_depth"].values()))["lrs"])
+    return {**result, "claims": claims(result["depths"], chosen_records(result), blocks)}
+
+
 def init_diagnostics(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per variant, the probe at initialisation (first evaluation batch) after each block: the tokens' mean
     cosine similarity and normalised effective rank, mean over seeds, and the last block's per seed."""

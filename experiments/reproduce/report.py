@@ -586,8 +586,20 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m experiments.reproduce.report", description="Rewrite results.md and the plots of a folder."
     )
     parser.add_argument("folder", help="holds results.json (e.g. docs/reproduction/codeparrot-tiny)")
-    folder = Path(parser.parse_args(argv).folder)
-    write_report(json.loads((folder / "results.json").read_text()), folder)
+    parser.add_argument(
+        "--reanalyse",
+        action="store_true",
+        help="depth family: compute the claims anew from the runs in results.json and rewrite it",
+    )
+    args = parser.parse_args(argv)
+    folder = Path(args.folder)
+    result = json.loads((folder / "results.json").read_text())
+    if args.reanalyse:
+        if result.get("family") != "depth":
+            raise SystemExit(f"{folder}: --reanalyse applies to the depth family's results only")
+        result = depth.reanalyse(result)
+        (folder / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_report(result, folder)
     print(f"wrote {folder / 'results.md'} and the plots")
     return 0
 

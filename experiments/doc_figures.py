@@ -1,23 +1,20 @@
-"""The docs' figures from the committed JSON: `docs/reproduction/<family>/results.json` (`make reproduce`) and the
-`make bench` runs in `docs/benchmark/`.
+"""The docs' figures from the committed JSON: `docs/reproduction/<family>/results.json` (`make reproduce`), the
+`make bench` runs in `docs/benchmark/` and the presets, and the check of every page (README.md, CHANGELOG.md,
+docs/*.md) against them.
 
-Two mechanisms, both checked by `tests/test_doc_figures.py`:
+- **Generated blocks.** A table between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` is
+  `BLOCKS[NAME]` rendered from the JSON; this tool rewrites every such block.
+- **Checked facts.** A number, verdict or comparison in hand-written prose is a `Fact`: the page and the text as it
+  must appear there (wrapped anywhere), formatted from the JSON at the precision the page prints. A changed result
+  changes the text, which the page then no longer contains.
+- **Everything else** is checked by `experiments.doc_check`: a number outside a block and a fact must be exempt by
+  one of its named rules (`EXEMPT`: code, links, quoted paper text, references, dates and versions, settings, names,
+  seed indices), and a verdict word must be inside a fact.
 
-- **Generated blocks.** A table between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` in README.md or a
-  page of docs/ is `BLOCKS[NAME]` rendered from the JSON; this tool rewrites every such block.
-- **Checked facts.** A number or verdict in hand-written prose is a `Fact`: the doc and the text as it must appear
-  there (whitespace aside), formatted from the JSON at the precision the doc prints. A changed result changes the
-  text, which the doc then no longer contains.
-
-    python -m experiments.doc_figures          # rewrite every generated block
-    python -m experiments.doc_figures --check  # exit 1 naming every stale block, missing fact, unchecked verdict
-
-Numbers that stay hand-written on these pages, and why: the protocol and the shapes a command or preset sets
-(steps, seeds, the lr grid, batch, recipe constants; the code and its tests own them); the papers' own numbers,
-quoted; section, figure and table references; and measurements no committed JSON holds, each labelled in its
-sentence as one session's measurement or with its CHANGELOG entry (one-step profiles of Llama and of a decoding
-step, the `C·X` call timing, the fused parallel-block GEMM, `make reproduce`'s wall time from its logs, the slow
-DDP test's duration).
+    python -m experiments.doc_figures              # rewrite every generated block
+    python -m experiments.doc_figures --check      # exit 1 naming every problem
+    python -m experiments.doc_figures --mutations  # change each checked number, verdict and comparison word in
+                                                   # turn: exit 1 if the check misses one
 """
 
 from __future__ import annotations
@@ -707,7 +704,11 @@ class Fact:
 
 
 #: the verdict words of the pages that are not a verdict (a definition, an English use), checked as facts
-NOT_VERDICTS = ("A verdict is **inconclusive** with one seed", "the peak lr held constant")
+NOT_VERDICTS = (
+    "A verdict is **inconclusive** with one seed",
+    "the peak lr held constant",
+    'a claim across depths reads "untestable in this setting" where',
+)
 
 
 class Check:

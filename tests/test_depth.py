@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from experiments import depth_speed
 from experiments.reproduce import depth, planning, report
 from experiments.reproduce import run as run_module
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM
@@ -300,3 +301,8 @@ def test_the_depth_family_trains_end_to_end_in_miniature(tmp_path):
     assert len(result["claims"]) == 9 and (out / "init_signal_propagation.png").stat().st_size > 0
     levels = result["levels"]
     assert levels["chance"] == pytest.approx(math.log(4096)) and 0 < levels["unigram"] < levels["chance"]
+
+
+def test_the_depth_speed_probe_times_training_steps_of_the_family_preset():
+    out = depth_speed.steps_per_second(layers=1, batch=2, bf16=False, compiled=False, steps=1, rounds=2)
+    assert len(out["tokens_per_s"]) == 2 and all(t > 0 for t in out["tokens_per_s"]) and out["warmup_s"] > 0

@@ -481,7 +481,7 @@ def test_readme_block_table_agrees_with_the_fields():
     """The README's block-type table says what `block_structure` reads from each preset's expanded fields (a row
     `as `X`, and ...` also claims X's row)."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = dict(re.findall(r"^\| `(\w+)` \| (.+?) \| [\d.]+M \|$", readme, re.MULTILINE))
+    table = dict(re.findall(r"^\| `(\w+)` \| [\d.]+M \| (.+?) \|$", readme, re.MULTILINE))
     assert list(table) == list(BLOCK_TYPES)
 
     def claims(block_type: str) -> str:

@@ -39,7 +39,7 @@ reproduce: setup
 	$(MAKE) reproduce-depth
 
 # The depth family (Fig. 6) in miniature: pre_ln, sas, sas_p and value_skipinit at 2 and 8 blocks (d=128, MLP 2d,
-# 1,500 steps: a shape at which the Pre-LN control gains from depth), the lr swept at 2 blocks and re-checked at 8
+# 1,500 steps: a shape chosen for the Pre-LN control to gain from depth), the lr swept at 2 blocks and re-checked at 8
 # around each variant's best, two seeds; two processes of one torch thread each. Budget: 4 hours on 2 cores.
 # Results in docs/reproduction/codeparrot-depth/; resumable (a finished run is reused, an interrupted one resumes).
 reproduce-depth: setup

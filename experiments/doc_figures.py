@@ -1782,6 +1782,7 @@ def _vskip_standing(versus: dict[str, dict[str, dict[str, float]]]) -> str:
 def depth_facts() -> list[Fact]:
     """The depth family's prose: run time, seed spread, the claims' figures and words, the init diagnostics."""
     result = reproduction(DEPTH)
+    command = Fact("docs/reproduction.md", f"the committed results: `{result['command']}`")
     shallow, deep = map(str, result["depths"])
     runs, minutes = result["run_time"]["runs"], num(result["run_time"]["training_s"] / 60, 0)
     spread = [
@@ -1810,6 +1811,7 @@ def depth_facts() -> list[Fact]:
     others = [init[k][n] for k in (shallow, deep) for n in ("sas", "sas_p", "value_skipinit")]
     page = "docs/reproduction.md"
     return [
+        command,
         Fact(page, f"its {runs} runs took {minutes} minutes of training (the sum of the runs' training times"),
         Fact(page, f"the two seeds of one block end up to {num(max(spread), 1)}% apart at its chosen lr"),
         Fact(

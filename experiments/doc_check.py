@@ -83,8 +83,8 @@ EXEMPT: tuple[Exempt, ...] = (
     ),
     Exempt(
         "a setting, by its name or unit: a shape, a length, a rate or another recipe constant",
-        r"\b(?:d|H|T|L|B|D|lr|wd|eps|clip|betas?|heads?|batch|seq(?:uence)?|vocab|MLP|width|depth|rank|k|top-k)"
-        r"\s*[=:]?\s*\(?[−-]?\d[\d.,e−-]*(?:,\s*[\d.]+\))?|[αβγλ]\w*\s*=\s*[−-]?\d[\d.]*"
+        r"\b(?:lr|wd|eps|clip|betas?|heads?|batch|seq(?:uence)?|vocab|MLP|width|depth|top-k)"
+        r"\s*[=:]?\s*\(?[−-]?\d[\d.,e−-]*(?:,\s*[\d.]+\))?|\b(?:[dHTLBDk]|[αβγλ]\w*)\s*=\s*[−-]?\d[\d.]*"
         r"|\b\d[\d,]*\s*(?:blocks?|layers?|heads?|threads?|cores?|processes|GPUs?|bits?)\b|\b\d-D\b",
     ),
     Exempt(

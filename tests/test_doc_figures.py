@@ -257,6 +257,7 @@ def _page(text: str, facts: tuple[str, ...] = ()) -> doc_check.Page:
         ("seeds 10%, 12%", False),
         ("two seeds differ by 3", False),
         ("sas_p / pre_ln is 1.123", False),
+        ("an effective rank 0.98 after the last block", False),
         ("SAS ahead by 11%", False),
         ("about 4× Pre-LN's", False),
         ("205K tokens", False),

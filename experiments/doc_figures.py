@@ -31,14 +31,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from benchmarks import targets
 from benchmarks.common import per_round
 from experiments import doc_check
 from experiments.authors_parity import results as authors_parity
+from experiments.reproduce import depth
 from experiments.reproduce.analysis import Z
-from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, SimplifiedForMaskedLM
+from modeling_simplified import SimplifiedConfig
+from modeling_simplified.hub_cards.card import count_parameters
 from modeling_simplified.training.glue import render_table
 from modeling_simplified.training.presets import load_preset, validate
 
@@ -251,21 +252,10 @@ def _versus_text(versus: dict[str, dict[str, dict[str, float]]]) -> str:
     return "".join(f"; {p}" for p in parts)
 
 
-def regime_text(regime: dict[str, Any]) -> str:
-    """'1,500 steps, 3.07M tokens (0.34 epochs), 1.9–2.0 tokens per parameter at 8 blocks, …'."""
-    per_depth = ", ".join(
-        f"{span(values, 1)} at {layers} blocks" for layers, values in regime["tokens_per_parameter"].items()
-    )
-    return (
-        f"{regime['steps']:,} steps, {regime['tokens'] / 1e6:.2f}M tokens ({regime['epochs']:.2f} epochs); tokens per "
-        f"parameter {per_depth}"
-    )
-
-
 def depth_claims_table() -> str:
     lines = ["| claim | verdict: mean (per seed) | setting | the paper |", "|---|---|---|---|"]
     for row in reproduction(DEPTH)["claims"]:
-        setting = regime_text(row["regime"]) if "regime" in row else "not recorded"
+        setting = depth.regime_text(row["regime"]) if "regime" in row else "not recorded"
         lines.append(f"| {row['claim']} | {depth_claim_cell(row)} | {setting} | {row['source']} |")
     return "\n".join(lines)
 
@@ -1201,21 +1191,19 @@ def authors_facts() -> list[Fact]:
 
 #: docs/config.md's parameter counts: presets built on the meta device, and the model class each family trains
 COUNTED_PRESETS = {
-    "codeparrot-pre_ln": SimplifiedForCausalLM,
-    "codeparrot-sas": SimplifiedForCausalLM,
-    "codeparrot-normformer": SimplifiedForCausalLM,
-    "crammed-bert-pre_ln": SimplifiedForMaskedLM,
-    "crammed-bert-sas": SimplifiedForMaskedLM,
-    "crammed-bert-sas_p": SimplifiedForMaskedLM,
+    "codeparrot-pre_ln": "SimplifiedForCausalLM",
+    "codeparrot-sas": "SimplifiedForCausalLM",
+    "codeparrot-normformer": "SimplifiedForCausalLM",
+    "crammed-bert-pre_ln": "SimplifiedForMaskedLM",
+    "crammed-bert-sas": "SimplifiedForMaskedLM",
+    "crammed-bert-sas_p": "SimplifiedForMaskedLM",
 }
 
 
 @functools.cache
 def preset_parameters(preset: str) -> int:
-    """The parameters of the model `preset` builds (meta device: no memory, no init)."""
-    with torch.device("meta"):
-        model = COUNTED_PRESETS[preset](validate(load_preset(preset)))
-    return sum(p.numel() for p in model.parameters())
+    """The parameters of the model `preset` builds (the model card's count, on the meta device)."""
+    return count_parameters(validate(load_preset(preset)), COUNTED_PRESETS[preset])
 
 
 def config_facts() -> list[Fact]:
@@ -1512,7 +1500,7 @@ def training_facts() -> list[Fact]:
             page,
             "at the paper's CodeParrot shape ({layers}×{width})".format(**json.loads(shape))
             + f" on this project's host of {cpus} CPUs. In the {COUNTS[len(runs)]} current runs (runs "
-            f"{CURRENT_RUNS[0].removeprefix('run')}–{CURRENT_RUNS[-1].removeprefix('run')},",
+            f"{_run_numbers(CURRENT_RUNS)},",
         ),
     ]
 
@@ -1722,10 +1710,8 @@ PAPER_SHAPE = dict(
 
 @functools.cache
 def paper_scale_parameters(block_type: str) -> int:
-    """`SimplifiedForCausalLM`'s parameters at `PAPER_SHAPE`, built on the meta device (no memory, no init)."""
-    with torch.device("meta"):
-        model = SimplifiedForCausalLM(SimplifiedConfig(block_type=block_type, **PAPER_SHAPE))
-    return sum(p.numel() for p in model.parameters())
+    """`SimplifiedForCausalLM`'s parameters at `PAPER_SHAPE` (the model card's count, on the meta device)."""
+    return count_parameters(SimplifiedConfig(block_type=block_type, **PAPER_SHAPE), "SimplifiedForCausalLM")
 
 
 def readme_facts() -> list[Fact]:

@@ -145,6 +145,17 @@ def regime(records: dict[int, list[dict[str, Any]]], names: list[str]) -> dict[s
     }
 
 
+def regime_text(regime: dict[str, Any]) -> str:
+    """`regime` as the pages print it: '1,500 steps, 3.07M tokens (0.34 epochs); tokens per parameter 3.9 at 2
+    blocks, 1.9–2.0 at 8 blocks' (one figure where a depth's min and max print the same)."""
+    spans = {layers: [f"{v:.1f}" for v in values] for layers, values in regime["tokens_per_parameter"].items()}
+    per_depth = ", ".join(f"{lo if lo == hi else f'{lo}–{hi}'} at {k} blocks" for k, (lo, hi) in spans.items())
+    return (
+        f"{regime['steps']:,} steps, {regime['tokens'] / 1e6:.2f}M tokens ({regime['epochs']:.2f} epochs); tokens per "
+        f"parameter {per_depth}"
+    )
+
+
 def versus(records: list[dict[str, Any]], seeds: list[int], others: list[str]) -> dict[str, dict[str, float]]:
     """Per seed, V-SkipInit's final eval loss against each other variant's at that seed, % (negative: ahead)."""
     vskip = _loss(records, "value_skipinit", seeds)

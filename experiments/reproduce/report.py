@@ -460,7 +460,7 @@ def depth_markdown(result: dict[str, Any]) -> str:
         )
     lines.append("")
     for c in result["claims"]:
-        setting = f" Setting: {_regime(c['regime'])}." if "regime" in c else ""
+        setting = f" Setting: {depth.regime_text(c['regime'])}." if "regime" in c else ""
         lines.append(f"- {c['claim']}: **{c['verdict']}** — {c['numbers']}.{setting} Paper: {c['source']}")
     lines += [
         "",
@@ -484,14 +484,6 @@ def depth_markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "Plots: `loss_vs_step.png`, `lr_sweep.png`, `init_signal_propagation.png`.", ""]
     return "\n".join(lines)
-
-
-def _regime(regime: dict[str, Any]) -> str:
-    per_depth = ", ".join(f"{lo:.2f}–{hi:.2f} at {k} blocks" for k, (lo, hi) in regime["tokens_per_parameter"].items())
-    return (
-        f"{regime['steps']} steps, {regime['tokens']:,} tokens a run ({regime['epochs']:.3f} epochs), tokens per "
-        f"parameter {per_depth}"
-    )
 
 
 def plot_depth_losses(result: dict[str, Any], out: Path) -> Path:

@@ -329,6 +329,7 @@ DDP_SCRIPT = textwrap.dedent(
     rank = int(os.environ["RANK"])
     torch.save({k: v.clone() for k, v in trainer.model.state_dict().items()}, f"{out}/rank{rank}.pt")
     torch.save([cb.schedule.sample(t) for t in range(6)], f"{out}/plans{rank}.pt")
+    torch.distributed.destroy_process_group()  # left to exit, gloo's threads can abort the process
     """
 )
 

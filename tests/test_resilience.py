@@ -165,6 +165,37 @@ def test_a_second_signal_stops_at_once_with_one_line(tmp_path, monkeypatch, caps
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint-2", "preset.json"]
 
 
+@pytest.mark.parametrize(
+    "ending, status, left",
+    [
+        ("finished", 0, True),
+        ("stopped with a checkpoint", EXIT_INTERRUPTED, True),
+        ("stopped at once", 128 + signal.SIGTERM, False),
+    ],
+)
+def test_the_cli_leaves_the_process_group_where_every_rank_ends_together(
+    tmp_path, monkeypatch, capsys, ending, status, left
+):
+    """A torchrun rank that exits with gloo's process group alive can abort in its C++ teardown (SIGABRT): the CLI
+    destroys the group after a finished run and after a signal-stop whose checkpoint every rank saved, and leaves it
+    after a stop at once, where a peer may still be in a collective."""
+    import modeling_simplified.training.api as api
+
+    def train(plan):
+        if ending == "finished":
+            return api.TrainResult(tmp_path, {"steps": 4}, [], finished_before=True)
+        raise preemption.RunInterrupted(signal.SIGTERM, 2, tmp_path) if left else RunAborted(signal.SIGTERM)
+
+    monkeypatch.setattr(api, "train", train)
+    torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
+    try:
+        assert main([*CAUSAL, "--output-dir", str(tmp_path / "run")]) == status
+        assert torch.distributed.is_initialized() is not left
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
 @pytest.mark.slow
 def test_a_signal_during_an_evaluation_saves_at_that_step(finished, tmp_path, monkeypatch, capsys):
     """A signal that comes while the run evaluates after step 2 stops it at step 2 (the callback's `on_evaluate`),

@@ -301,9 +301,14 @@ def main(argv: list[str] | None = None) -> int:
         status = EXIT_NO_SPACE if disk_full else getattr(err, "exit_code", None)
         if status is None:
             raise
+        from .preemption import RunInterrupted  # loaded with `train`, which raised this
+
+        if isinstance(err, RunInterrupted):  # every rank saved the checkpoint together: the group is idle
+            leave_process_group()
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"simplified-train: {'error: ' * disk_full}{first_line(err)}", file=sys.stderr)
         return status
+    leave_process_group()
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
     if result.finished_before:
@@ -314,6 +319,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"simplified-train: done in {plan.output_dir}: " + json.dumps(result.summary()))
     return 0
+
+
+def leave_process_group() -> None:
+    """Destroy the torchrun process group the Trainer joined, at a point every rank reaches. Left to interpreter
+    exit, gloo's worker threads are torn down after Python and the process aborts (SIGABRT, "terminate called without
+    an active exception": pytorch/pytorch#190489). Not after a failure: a rank still in a collective would hang it."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -769,6 +769,7 @@ def facts() -> list[Fact]:
     return [
         *reproduction_facts(),
         *depth_facts(),
+        *depth_speed_facts(),
         *raptr_facts(),
         *speed_facts(),
         *bf16_facts(),
@@ -1673,12 +1674,14 @@ def reproduction_direction_facts() -> list[Fact]:
 
 
 def reproduction_depth_setting_facts() -> list[Fact]:
-    """The depth family's shape, steps, tokens, βFF and match threshold where the prose states them."""
+    """The depth family's shape, steps, tokens, epochs, βFF and match threshold where the prose states them."""
     result = reproduction(DEPTH)
     shallow, deep = result["depths"]
     shape, steps = result["shape"], result["steps"]
     tokens = _common([f"{run['tokens_seen'] / 1e3:.0f}K" for run in result["runs"]])
     beta = {int(k): v for k, v in result["beta_ff_init"].items()}
+    base = load_preset(f"{DEPTH}-sas")
+    epochs = _common([num(c["regime"]["epochs"], 2) for c in result["claims"]])
     threshold = f"{100 * result['match_threshold']:g}%"
     mlp = "2d" if shape["intermediate_size"] == 2 * shape["hidden_size"] else str(shape["intermediate_size"])
     page = "docs/reproduction.md"
@@ -1694,13 +1697,16 @@ def reproduction_depth_setting_facts() -> list[Fact]:
             f"{shape['heads']} heads, ReLU MLP {shape['intermediate_size']} = {mlp}",
         ),
         Fact(page, f"sequence {shape['seq_len']}, batch {shape['batch']}, {steps} steps ({tokens} tokens)"),
-        Fact(page, f"βFF starts at {beta[shallow]:g} at {shallow} blocks and {beta[deep]:g} at {deep}:"),
+        Fact(page, f"(`max_train_samples={base.data.max_train_samples}`: {epochs} epochs"),
+        Fact(page, f"βFF starts at {beta[shallow]:.3g} at {shallow} blocks and {beta[deep]:.3g} at {deep}:"),
+        Fact(
+            page,
+            f"from the preset's {base.model['beta_ff_init']:g} at {base.model['num_hidden_layers']} blocks",
+        ),
         Fact(page, f"within {threshold} of Pre-LN's: the paper gives no number, and {threshold} is the threshold"),
         Fact(page, f"so {threshold} can only be met where the seeds agree"),
-        Fact(page, f"At {steps} steps depth paid for no block"),
-        Fact(page, f"and {tokens} tokens is a small part of Fig. 6's single epoch"),
+        Fact(page, f"{tokens} tokens is a small part of Fig. 6's single epoch"),
         Fact(page, f"their first {steps} updates"),
-        Fact(page, f"within {steps} steps the deeper simplified models did not end better"),
         Fact(
             page,
             f"{shallow} and {deep} blocks of width {shape['hidden_size']}, against 18 blocks and 72 blocks of width "
@@ -1772,6 +1778,50 @@ def _vskip_standing(versus: dict[str, dict[str, dict[str, float]]]) -> str:
     return text + (f"; on both sides of {', '.join(mixed)}" if mixed else "")
 
 
+def depth_speed_facts() -> list[Fact]:
+    """How fast the depth family's runs can train on this host (`experiments.depth_speed`'s committed JSON)."""
+    speed = json.loads((REPRODUCTION / DEPTH / "speed.json").read_text())
+    shallow, deep = map(str, reproduction(DEPTH)["depths"])
+
+    def ratios(name: str, at: str) -> str:
+        return span(speed[at][name]["ratio"], 2)
+
+    threads = "threads: 2 processes x 1 thread / 1 process x 2 threads"
+    compile_s = [t for at in (shallow, deep) for t in speed[at]["compiled / eager"]["compile_s"]]
+    peaks = speed["gemm_peak_gflops"]
+    family = reproduction(DEPTH)
+    # the family's own layout (two single-thread runs at a time) against each change it did not make
+    layout = "the faster" if min(r for at in (shallow, deep) for r in speed[at][threads]["ratio"]) > 1 else "not the"
+    changes = {"batch 32 / batch 16": "batch 32", "bf16 / float32": "bf16", "compiled / eager": "`torch.compile`"}
+    faster = [
+        (label, at) for name, label in changes.items() for at in (shallow, deep) if min(speed[at][name]["ratio"]) > 1
+    ]
+    if faster != [("`torch.compile`", deep)]:
+        raise ValueError(f"the prose names `torch.compile` at {deep} blocks as the one faster change, not {faster}")
+    eager_s = statistics.fmean(r["train_time_s"] for r in family["runs"] if r["layers"] == int(deep))
+    compiled = speed[deep]["compiled / eager"]
+    compiled_s = eager_s / statistics.median(compiled["ratio"]) + statistics.fmean(compiled["compile_s"])
+    return [
+        Fact("docs/reproduction.md", f"`{speed['command']}`"),
+        Fact(
+            "docs/reproduction.md",
+            f"So two runs at a time is {layout} layout here, and of the changes only `torch.compile` at {deep} blocks "
+            f"measured faster in every repeat: the committed runs are eager, and a compiled {deep}-block run would "
+            f"take about {num(100 * (1 - compiled_s / eager_s), 0)}% less time",
+        ),
+        Fact(
+            "docs/reproduction.md",
+            f"two processes of one thread make {ratios(threads, shallow)}× (at {shallow} blocks) and "
+            f"{ratios(threads, deep)}× (at {deep}) the tokens per second of one process of two threads; batch 32 "
+            f"{ratios('batch 32 / batch 16', shallow)}× and {ratios('batch 32 / batch 16', deep)}× batch 16's; bf16 "
+            f"autocast {ratios('bf16 / float32', shallow)}× and {ratios('bf16 / float32', deep)}× float32's (this "
+            f"host's bf16 GEMM peak is {num(peaks['bf16'] / peaks['float32'], 2)} of its float32 one); "
+            f"`torch.compile` {ratios('compiled / eager', shallow)}× and {ratios('compiled / eager', deep)}× eager, "
+            f"after {span(compile_s, 0)} s of compiling",
+        ),
+    ]
+
+
 def depth_facts() -> list[Fact]:
     """The depth family's prose: run time, seed spread, the claims' figures and words, the init diagnostics."""
     result = reproduction(DEPTH)
@@ -1785,10 +1835,23 @@ def depth_facts() -> list[Fact]:
         for a, b in [row["eval_loss_per_seed"]]
     ]
     better = [_depth_claim(result, f"{n} better at") for n in ("pre_ln", "sas", "sas_p")]
-    means = [c["change_pct_mean"] for c in better]
+    means, per_seed = [c["change_pct_mean"] for c in better], [g for c in better for g in c["change_pct"]]
+    direction = _higher(means + per_seed)  # one sign throughout, else the sentence needs rewording
+    magnitude = [abs(m) for m in means]
+    paid = (
+        "Depth paid in both seeds for Pre-LN, SAS and SAS-P: they end"
+        if direction == "lower"
+        else "Pre-LN, SAS and SAS-P end"
+    )
+    per_block = [result["per_depth"][k]["table"] for k in (shallow, deep)]
+    apart = all(
+        max(per_block[1][n]["eval_loss_per_seed"]) < min(per_block[0][n]["eval_loss_per_seed"])
+        for n in ("pre_ln", "sas", "sas_p")
+    )
     vskip = _depth_claim(result, "value_skipinit worse at")
     grows = _depth_claim(result, "V-SkipInit's gap")
     gap_low, gap_high = (statistics.fmean(v) for v in grows["gap_pct"].values())
+    across = [*better, vskip, grows]
     match = [
         _depth_claim(result, f"{n} within 2% of Pre-LN at equal steps at {k}")
         for k in (shallow, deep)
@@ -1799,9 +1862,16 @@ def depth_facts() -> list[Fact]:
         result["per_depth"][shallow]["lrs"][n] / result["per_depth"][deep]["lrs"][n]
         for n in result["per_depth"][deep]["lrs"]
     ]
+    spread_at = {
+        k: [abs(a - b) for row in result["per_depth"][k]["table"].values() for a, b in [row["eval_loss_per_seed"]]]
+        for k in (shallow, deep)
+    }
+    wider = all(d > s for d, s in zip(spread_at[deep], spread_at[shallow], strict=True))
+    seed_1_above = all(b > a for row in per_block[1].values() for a, b in [row["eval_loss_per_seed"]])
     init = result["init_diagnostics"]
     pre_ln = {k: init[k]["pre_ln"] for k in (shallow, deep)}
     others = [init[k][n] for k in (shallow, deep) for n in ("sas", "sas_p", "value_skipinit")]
+    jobs = result["command"].split("--jobs ")[1].split()[0]
     page = "docs/reproduction.md"
     return [
         command,
@@ -1809,9 +1879,10 @@ def depth_facts() -> list[Fact]:
         Fact(page, f"the two seeds of one block end up to {num(max(spread), 1)}% apart at its chosen lr"),
         Fact(
             page,
-            f"Pre-LN, SAS and SAS-P end {', '.join(num(m, 1) + '%' for m in means[:2])} and {num(means[2], 1)}% "
-            f"{_higher(means + [g for c in better for g in c['change_pct']])} at {deep} blocks than at {shallow} on "
-            f"the seed means ({span([g for c in better for g in c['change_pct']], 1)}% per seed). {_control(better[0])}",
+            f"{paid} {', '.join(num(m, 1) + '%' for m in magnitude[:2])} and {num(magnitude[2], 1)}% {direction} "
+            f"at {deep} blocks than at {shallow} on the seed means ({span([abs(g) for g in per_seed], 1)}% per seed)"
+            + f", each seed at {deep} blocks below both seeds at {shallow}" * apart
+            + f". {_control(better[0])}",
         ),
         Fact(
             page,
@@ -1822,11 +1893,22 @@ def depth_facts() -> list[Fact]:
         ),
         Fact(
             page,
+            "So Fig. 6's contrast "
+            + ("holds in miniature" if all(c["held"] is True for c in across) else "does not hold in miniature")
+            + ": the normalised Pre-LN and the shaped blocks gain from depth, V-SkipInit loses",
+        ),
+        Fact(
+            page,
             f"SAS and SAS-P are ahead of Pre-LN by {span([-m for m, _ in ahead], 1)}% on the seed means "
             f"({span([-g for _, seeds in ahead for g in seeds], 1)}% per seed) at both depths, so within 2% "
             f"{_common([verdict_word(c['verdict']) for c in match])} at either depth",
         ),
         Fact(page, f"every variant's chosen lr is {span(ratio, 0)}× lower at {deep} blocks than at {shallow}"),
+        Fact(
+            page,
+            f"The seeds differ {'more' if wider else 'not always more'} at {deep} blocks than at {shallow}"
+            + ": seed 1 ends above seed 0 for every block there" * seed_1_above,
+        ),
         Fact(
             page,
             f"Pre-LN's mean cosine similarity after the last block is {num(pre_ln[shallow]['token_cosine'][-1])} at "
@@ -1838,7 +1920,11 @@ def depth_facts() -> list[Fact]:
             f"cosine {span([o['token_cosine'][-1] for o in others])}, effective rank "
             f"{span([o['effective_rank'][-1] for o in others])} after the last block at both depths",
         ),
-        Fact("docs/reproduction.md", f"{runs} runs, {minutes} minutes of training on one core"),
+        Fact(
+            page,
+            f"{runs} runs, {minutes} minutes of training, {'two' if jobs == '2' else jobs} runs at a time on "
+            f"{result['environment']['cpu_count']} cores",
+        ),
     ]
 
 

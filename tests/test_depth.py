@@ -304,5 +304,15 @@ def test_the_depth_family_trains_end_to_end_in_miniature(tmp_path):
 
 
 def test_the_depth_speed_probe_times_training_steps_of_the_family_preset():
-    out = depth_speed.steps_per_second(layers=1, batch=2, bf16=False, compiled=False, steps=1, rounds=2)
+    out = depth_speed.steps_per_second(
+        layers=1, batch=2, bf16=False, compiled=False, steps=1, rounds=2, barrier=lambda: None
+    )
     assert len(out["tokens_per_s"]) == 2 and all(t > 0 for t in out["tokens_per_s"]) and out["warmup_s"] > 0
+
+
+def test_the_depth_speed_probe_times_two_processes_together():
+    """Two workers time their rounds once both are warm (a worker still importing would slow the other's rounds):
+    the host's figure is the two processes' sum, and the compile's time comes back with it."""
+    config = {"threads": 1, "layers": 1, "batch": 2, "bf16": False, "compiled": False, "steps": 1, "rounds": 2}
+    tokens_per_s, warmup_s = depth_speed.measure([config], processes=2)
+    assert tokens_per_s > 0 and warmup_s > 0

@@ -301,9 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         status = EXIT_NO_SPACE if disk_full else getattr(err, "exit_code", None)
         if status is None:
             raise
-        from .preemption import RunInterrupted  # loaded with `train`, which raised this
-
-        if isinstance(err, RunInterrupted):  # every rank saved the checkpoint together: the group is idle
+        if getattr(err, "every_rank_stopped", False):  # a signal-stop's checkpoint, saved together: the group is idle
             leave_process_group()
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"simplified-train: {'error: ' * disk_full}{first_line(err)}", file=sys.stderr)

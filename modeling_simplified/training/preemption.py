@@ -43,6 +43,8 @@ class RunInterrupted(Exception):
     """A signal stopped the run after its checkpoint at `step` was saved; resuming continues it exactly."""
 
     exit_code = EXIT_INTERRUPTED
+    #: every rank of a distributed run stopped at this step, after saving the checkpoint together
+    every_rank_stopped = True
 
     def __init__(self, signum: int, step: int, output_dir: Path):
         self.signum, self.step, self.output_dir = signum, step, Path(output_dir)

@@ -53,8 +53,9 @@ DECODE_RUNS = ("decode1", "decode2")
 FAST_HOST_RUNS = ("run9", "run10", "run11", "run12")
 #: the `--dtype bf16` runs (the bf16 targets, `python -m benchmarks.targets --dtype bf16`)
 BF16_RUNS = ("bf16run1",)
-#: the runs the bf16 targets table reads: bf16run1 and the precision-only run of the current code on another host
-BF16_TARGET_RUNS = ("bf16run1", "bf16precision1")
+#: the runs the bf16 targets table reads: bf16run1, and the current code's precision-only run and its run of the other
+#: sections, both on hosts whose bf16 GEMM peak is below the float32 one
+BF16_TARGET_RUNS = ("bf16run1", "bf16precision1", "bf16run2")
 #: the reproduction's two settings: each variant at its own best lr, every variant at Pre-LN's
 SETTINGS = ("best_lr", "shared_lr")
 #: He & Hofmann's Table 1: micro-batch steps per 24 hours against Pre-LN's (2080Ti), a quoted constant
@@ -1310,6 +1311,7 @@ def speed_page_facts() -> list[Fact]:
         Fact(page, f"and sas_p ≥ {bf16_gpt2:.2f}× GPT-2 at batch 1 and batch 8"),
         Fact(page, f"Run `bf16run1` (`{run('bf16run1')['meta']['command']}`;"),
         Fact(page, f"Run `bf16precision1` (`{precision['command']}`;"),
+        *bf16run2_facts(),
         Fact(
             page,
             f"host whose bf16 GEMM peak is {num(peaks['bf16'] / peaks['float32'], 2)} of its float32 one "
@@ -1328,6 +1330,37 @@ def speed_page_facts() -> list[Fact]:
             "On that host the bf16 GEMM peak is "
             + ("below" if peaks["bf16"] < peaks["float32"] else "NOT below")
             + " the float32 one",
+        ),
+    ]
+
+
+def _gemm_speed(peaks: dict[str, float]) -> str:
+    """How a host's bf16 GEMMs compare with its float32 ones, by the run's measured peaks."""
+    return "slower" if peaks["bf16"] < peaks["float32"] else "faster"
+
+
+def bf16run2_facts() -> list[Fact]:
+    """docs/speed.md on `bf16run2`: the current code's bf16 sections other than `precision`, its host's peaks and its
+    eager training ratios against their bound."""
+    r = run("bf16run2")
+    meta, page = r["meta"], "docs/speed.md"
+    peaks = meta["gemm_peak_gflops"]
+    sections = meta["command"].split("--sections ")[1].split()[0].split(",")
+    train = {m: num(ratio(r["train"], m, "pre_ln")["median"]) for m in ("sas_p", "sas")}
+    bound = _common([num(r["train"][m]["flop_bound_vs_pre_ln"]) for m in ("sas_p", "sas")])
+    return [
+        Fact(page, f"Run `bf16run2` (`{meta['command']}`;"),
+        Fact(
+            page,
+            f"measured the current code's {', '.join(f'`{x}`' for x in sections[:-1])} and `{sections[-1]}` sections "
+            f"on a host whose bf16 GEMM peak is {num(peaks['bf16'] / peaks['float32'], 2)} of its float32 one "
+            f"({peaks['bf16']:.0f} against {peaks['float32']:.0f} GFLOP/s)",
+        ),
+        Fact(
+            page,
+            f"On `bf16run2`'s host sas_p / pre_ln is {train['sas_p']} in bf16 and sas / pre_ln {train['sas']} (eager; "
+            f"bound {bound}), where bf16 GEMMs are {_gemm_speed(peaks)} than float32 ones; no run of the current code "
+            f"comes from a host like `bf16run1`'s, where they are {_gemm_speed(run('bf16run1')['meta']['gemm_peak_gflops'])}",
         ),
     ]
 

@@ -1362,6 +1362,11 @@ def bf16run2_facts() -> list[Fact]:
             f"bound {bound}), where bf16 GEMMs are {_gemm_speed(peaks)} than float32 ones; no run of the current code "
             f"comes from a host like `bf16run1`'s, where they are {_gemm_speed(run('bf16run1')['meta']['gemm_peak_gflops'])}",
         ),
+        Fact(
+            "README.md",
+            f"`bf16run2`, comes from a host whose bf16 GEMMs are {_gemm_speed(peaks)} than its float32 ones: sas_p / "
+            f"pre_ln {train['sas_p']} in bf16 (eager; bound {bound})",
+        ),
     ]
 
 

@@ -1743,7 +1743,7 @@ def reproduction_depth_setting_facts() -> list[Fact]:
         ),
         Fact(page, f"within {threshold} of Pre-LN's: the paper gives no number, and {threshold} is the threshold"),
         Fact(page, f"so {threshold} can only be met where the seeds agree"),
-        Fact(page, f"{tokens} tokens is a small part of Fig. 6's single epoch"),
+        Fact(page, f"{tokens} tokens is a small part of the data Fig. 6's models train on"),
         Fact(page, f"their first {steps} updates"),
         Fact(
             page,
@@ -1845,7 +1845,7 @@ def depth_speed_facts() -> list[Fact]:
             "docs/reproduction.md",
             f"So two runs at a time is {layout} layout here, and of the changes only `torch.compile` at {deep} blocks "
             f"measured faster in every repeat: the committed runs are eager, and a compiled {deep}-block run would "
-            f"take about {num(100 * (1 - compiled_s / eager_s), 0)}% less time",
+            f"take about {num(100 * (1 - compiled_s / eager_s), 0)}% less time, its compile included",
         ),
         Fact(
             "docs/reproduction.md",
@@ -1914,7 +1914,7 @@ def depth_facts() -> list[Fact]:
     return [
         command,
         Fact(page, f"its {runs} runs took {minutes} minutes of training (the sum of the runs' training times"),
-        Fact(page, f"the two seeds of one block end up to {num(max(spread), 1)}% apart at its chosen lr"),
+        Fact(page, f"the two seeds of one block end up to {num(max(spread), 1)}% of their mean apart at its chosen lr"),
         Fact(
             page,
             f"{paid} {', '.join(num(m, 1) + '%' for m in magnitude[:2])} and {num(magnitude[2], 1)}% {direction} "

@@ -143,9 +143,10 @@ def main(argv: list[str] | None = None) -> int:
                 "compiled / eager": (([{**family, "compiled": True}], 1), ([family], 1)),
             }
             for name, (config, baseline) in pairs.items():
-                order = (config, baseline) if repeat % 2 == 0 else (baseline, config)
-                measured = {id(o): measure(*o) for o in order}
-                (a, warm_a), (b, _) = measured[id(config)], measured[id(baseline)]
+                if repeat % 2 == 0:
+                    (a, warm_a), (b, _) = measure(*config), measure(*baseline)
+                else:
+                    (b, _), (a, warm_a) = measure(*baseline), measure(*config)
                 row.setdefault(name, {"ratio": [], "compile_s": []})
                 row[name]["ratio"].append(a / b)
                 if name.startswith("compiled"):

@@ -1819,7 +1819,8 @@ def _vskip_standing(versus: dict[str, dict[str, dict[str, float]]]) -> str:
 def depth_speed_facts() -> list[Fact]:
     """How fast the depth family's runs can train on this host (`experiments.depth_speed`'s committed JSON)."""
     speed = json.loads((REPRODUCTION / DEPTH / "speed.json").read_text())
-    shallow, deep = map(str, reproduction(DEPTH)["depths"])
+    family = reproduction(DEPTH)
+    shallow, deep = map(str, family["depths"])
 
     def ratios(name: str, at: str) -> str:
         return span(speed[at][name]["ratio"], 2)
@@ -1827,7 +1828,6 @@ def depth_speed_facts() -> list[Fact]:
     threads = "threads: 2 processes x 1 thread / 1 process x 2 threads"
     compile_s = [t for at in (shallow, deep) for t in speed[at]["compiled / eager"]["compile_s"]]
     peaks = speed["gemm_peak_gflops"]
-    family = reproduction(DEPTH)
     # the family's own layout (two single-thread runs at a time) against each change it did not make
     layout = "the faster" if min(r for at in (shallow, deep) for r in speed[at][threads]["ratio"]) > 1 else "not the"
     changes = {"batch 32 / batch 16": "batch 32", "bf16 / float32": "bf16", "compiled / eager": "`torch.compile`"}
@@ -1900,11 +1900,8 @@ def depth_facts() -> list[Fact]:
         result["per_depth"][shallow]["lrs"][n] / result["per_depth"][deep]["lrs"][n]
         for n in result["per_depth"][deep]["lrs"]
     ]
-    spread_at = {
-        k: [abs(a - b) for row in result["per_depth"][k]["table"].values() for a, b in [row["eval_loss_per_seed"]]]
-        for k in (shallow, deep)
-    }
-    wider = all(d > s for d, s in zip(spread_at[deep], spread_at[shallow], strict=True))
+    spread_at = [[abs(a - b) for row in table.values() for a, b in [row["eval_loss_per_seed"]]] for table in per_block]
+    wider = all(d > s for s, d in zip(*spread_at, strict=True))
     seed_1_above = all(b > a for row in per_block[1].values() for a, b in [row["eval_loss_per_seed"]])
     init = result["init_diagnostics"]
     pre_ln = {k: init[k]["pre_ln"] for k in (shallow, deep)}

@@ -222,6 +222,38 @@ def bf16_mfu(run: dict) -> dict[str, float]:
     return {name: row["mfu"] for name, row in run.get("mfu", {}).items()}
 
 
+def mfu_excluded(run: dict) -> str | None:
+    """Why a run's bf16 MFU does not count: no bf16 units, or a peak that is not a bf16 GEMM's (runs before the
+    `mfu` section took the peak in the run's precision only: on a host whose float32 GEMMs are the faster, a float32
+    GEMM of the step set it)."""
+    excluded = _no_bf16_units(run)
+    if excluded is None and "mfu" in run:
+        peak = next(iter(run["mfu"].values()))["peak_gemm"]
+        if not peak.endswith("bfloat16"):
+            return f"its peak is a float32 GEMM's ({peak})"
+    return excluded
+
+
+def pooled_bf16_mfu(runs: dict[str, dict]) -> dict[str, dict]:
+    """Per model, the median bf16 MFU over the runs that count (`mfu_excluded`), its range and whether it meets
+    `BF16_MFU`."""
+    values: dict[str, list[float]] = {}
+    for run in runs.values():
+        if mfu_excluded(run) is None:
+            for name, mfu in bf16_mfu(run).items():
+                values.setdefault(name, []).append(mfu)
+    return {
+        name: {
+            "median": statistics.median(v),
+            "low": min(v),
+            "high": max(v),
+            "runs": len(v),
+            "met": statistics.median(v) >= BF16_MFU,
+        }
+        for name, v in values.items()
+    }
+
+
 def evaluate(target: Target, runs: dict[str, dict]) -> dict:
     """Per run: its median per-round ratio, range, bound, and whether it counts; pooled over the counted runs: the
     median of all their per-round ratios, their range, the mean bound, and the median of every round's ratio over its
@@ -290,7 +322,21 @@ def table(runs: dict[str, dict], bf16: bool = False) -> str:
             )
             + ".",
             f"bf16 MFU per run (target ≥ {BF16_MFU:.0%}): "
-            + "; ".join(f"{n} " + ", ".join(f"{m} {v:.1%}" for m, v in bf16_mfu(r).items()) for n, r in runs.items())
+            + "; ".join(
+                f"{n} "
+                + ", ".join(f"{m} {v:.1%}" for m, v in bf16_mfu(r).items())
+                + (f" [not counted: {mfu_excluded(r)}]" if mfu_excluded(r) and "mfu" in r else "")
+                for n, r in runs.items()
+            )
+            + ". Pooled (median of the counted runs, range): "
+            + (
+                ", ".join(
+                    f"{m} {p['median']:.1%} ({p['low']:.1%}-{p['high']:.1%}; {p['runs']} runs) "
+                    + ("met" if p["met"] else "NOT met")
+                    for m, p in pooled_bf16_mfu(runs).items()
+                )
+                or "no run counts"
+            )
             + ".",
         ]
     lines += [

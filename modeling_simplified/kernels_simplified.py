@@ -42,7 +42,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     one-row product read bf16 weights 1.1–1.7× as fast as its GEMM with two columns: `benchmarks/gemv.py`), so
     16-bit weights take `F.linear`. A fixed rule by shape, dtype and device, so the same inputs take the same kernel
     in every process; plain tensors only (a DTensor or quantised weight keeps its own). Under autocast, `F.linear`
-    itself (its result in the autocast dtype, bias included)."""
+    itself (its result in the autocast dtype, bias included). In a compiled graph one 16-bit row is `one_row_16bit`."""
+    if _one_row_16bit_applies(x, weight):
+        return one_row_16bit(x, weight, bias)
     if (
         x.device.type != "cpu"
         or weight.dtype != torch.float32
@@ -56,6 +58,28 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     out = torch.mm(weight, x.reshape(1, -1).repeat(2, 1).t())[:, 0]  # a column: stride 2
     out = out.contiguous() if bias is None else out + bias  # (attention kernels want unit-stride heads)
     return out.view(*x.shape[:-1], weight.shape[0])
+
+
+def _one_row_16bit_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    return (
+        is_torchdynamo_compiling()
+        and x.device.type == "cpu"
+        and weight.dtype in (torch.bfloat16, torch.float16)
+        and not torch.is_grad_enabled()
+        and not torch.is_autocast_enabled("cpu")
+        and x.numel() == x.shape[-1]
+        and type(weight) in (torch.Tensor, nn.Parameter)
+    )
+
+
+def one_row_16bit(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`F.linear` of one row with 16-bit weights as a product and a sum over the inputs, in float32, rounded once to
+    `x`'s dtype (as oneDNN's GEMM accumulates). Traced, inductor fuses it into one reduction that reads each weight
+    once in 16 bits and widens it in registers: about twice the bytes per second of oneDNN's bf16 one-row product on
+    a CPU whose bf16 dot products are slower than its float32 ones (compiled batch-1 decoding, docs/inference.md).
+    Eager it would materialise the widened weight, so `linear` takes it only in a compiled graph."""
+    out = (x.float()[..., None, :] * weight.float()).sum(-1)
+    return (out if bias is None else out + bias.float()).to(x.dtype)
 
 
 # ----------------------------------------------------------------------------------------------------------------

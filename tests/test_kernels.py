@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from modeling_simplified.kernels_simplified import linear, rms_norm, running_sum
+from modeling_simplified import kernels_simplified as kernels
+from modeling_simplified.kernels_simplified import linear, one_row_16bit, rms_norm, running_sum
 
 
 class OpRecorder(TorchDispatchMode):
@@ -53,6 +54,39 @@ def test_linear_takes_f_linear_where_the_rule_does_not_apply():
     assert torch.equal(out, F.linear(one, weight, bias))
     out.sum().backward()
     assert one.grad is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("biased", [False, True])
+def test_one_16bit_row_in_a_compiled_graph_is_a_float32_sum_rounded_once(monkeypatch, dtype, biased):
+    """Traced, one row with 16-bit weights is `one_row_16bit`: the float32 dot products rounded once to the row's
+    dtype, as a GEMM that accumulates in float32 would give them (so within one rounding of `F.linear`'s), in its
+    shape; several rows, autograd or autocast keep `F.linear` even when traced."""
+    monkeypatch.setattr(kernels, "is_torchdynamo_compiling", lambda: True)
+    torch.manual_seed(0)
+    x, weight = torch.randn(1, 1, 256).to(dtype), torch.randn(96, 256).to(dtype)
+    bias = torch.randn(96).to(dtype) if biased else None
+    with torch.no_grad():
+        out = linear(x, weight, bias)
+        exact = F.linear(*(t if t is None else t.double() for t in (x, weight, bias)))
+        assert out.dtype == dtype and out.shape == (1, 1, 96)
+        assert torch.equal(out, exact.float().to(dtype))  # float32 sums of 256 products: below one 16-bit rounding
+        torch.testing.assert_close(out, F.linear(x, weight, bias), atol=0, rtol=2 * torch.finfo(dtype).eps)
+        rows = torch.randn(2, 256).to(dtype)
+        assert torch.equal(linear(rows, weight, bias), F.linear(rows, weight, bias))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert torch.equal(linear(x, weight, bias), F.linear(x, weight, bias))
+    assert torch.equal(linear(x, weight, bias), F.linear(x, weight, bias))  # autograd on
+
+
+@pytest.mark.slow  # compiles
+def test_compiled_one_16bit_row_equals_the_traced_rule():
+    """Compiled by inductor (the fused reduction), the same values as the rule computed eagerly."""
+    torch.manual_seed(0)
+    x, weight = torch.randn(1, 1, 256).to(torch.bfloat16), torch.randn(96, 256).to(torch.bfloat16)
+    with torch.no_grad():
+        compiled = torch.compile(linear, fullgraph=True)(x, weight)
+        torch.testing.assert_close(compiled, one_row_16bit(x, weight), atol=0, rtol=torch.finfo(torch.bfloat16).eps)
 
 
 # ----------------------------------------------------------------------------------------------------------------

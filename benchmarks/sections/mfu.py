@@ -1,6 +1,6 @@
 """`mfu`: model FLOPs utilisation of the training step, as the field uses the term: achieved model FLOP/s (the
 analytic FLOPs of `train` over the median step) / this machine's peak GEMM FLOP/s, one number for all models (the best
-rate of any GEMM the steps run, recorded with its shapes and timed alone); beside it the GEMM-time share (the step's
+rate of any GEMM the steps run in the run's precision, recorded with its shapes and timed alone); beside it the GEMM-time share (the step's
 GEMMs timed alone / the step), a different quantity."""
 
 from __future__ import annotations
@@ -10,7 +10,15 @@ import time
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from benchmarks.common import Context, matmul_flops_per_token, optimizer_for, round_robin_processes, sync, train_step
+from benchmarks.common import (
+    DTYPES,
+    Context,
+    matmul_flops_per_token,
+    optimizer_for,
+    round_robin_processes,
+    sync,
+    train_step,
+)
 
 ON_CUDA = True
 BF16 = True
@@ -61,6 +69,13 @@ def time_gemm(key: tuple, device: torch.device, repeats: int = 5) -> float:
     return best
 
 
+def in_precision(gemms: dict[tuple, float], dtype: torch.dtype) -> list[tuple]:
+    """The recorded GEMMs computed in `dtype`: the peak is the run's precision's (a bf16 step also runs a few float32
+    GEMMs, e.g. closed-form gradients accumulated in float32, and on a host whose float32 GEMMs are the faster, one of
+    them would set a peak the step's bf16 GEMMs cannot reach)."""
+    return [key for key in gemms if key[5] == str(dtype)]
+
+
 def run(ctx: Context) -> dict:
     """Steps timed round-robin in processes of their own (half the rounds, at least 2), then each model's GEMMs
     recorded in this process, one model at a time, and timed alone."""
@@ -79,7 +94,7 @@ def run(ctx: Context) -> dict:
         calls[name] = recorder.calls
         del model
     alone = {key: time_gemm(key, ctx.device) for key in {key for c in calls.values() for key in c}}
-    peak_key = max(alone, key=lambda key: gemm_flops(key) / alone[key])
+    peak_key = max(in_precision(alone, DTYPES[ctx.dtype]), key=lambda key: gemm_flops(key) / alone[key])
     peak = gemm_flops(peak_key) / alone[peak_key]
     out = {}
     for name in NAMES:

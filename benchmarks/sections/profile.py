@@ -1,7 +1,11 @@
-"""`profile`: the top operators by self CPU time of one eager training step (`torch.profiler`, after `TRAIN_WARMUP`
-steps) of `pre_ln` and `sas_p`: where the time goes that matmul FLOPs do not count."""
+"""`profile`: where one training step's time goes (`torch.profiler`, self CPU time, after the warm-up steps), eager
+and under `torch.compile`, for `pre_ln`, `sas` and `sas_p`, in the run's precision: the top operators, the time in
+GEMMs, in the attention kernel and in the rest, and the operators on which a shaped block spends more than pre_ln:
+the time that matmul FLOPs do not count."""
 
 from __future__ import annotations
+
+import re
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -9,41 +13,115 @@ from torch.profiler import ProfilerActivity, profile
 from benchmarks.common import TRAIN_WARMUP, Context, ids, optimizer_for, train_step
 
 ON_CUDA = False
-BF16 = False
-NAMES = ("pre_ln", "sas_p")
+BF16 = True
+NAMES = ("pre_ln", "sas", "sas_p")
 TOP = 12
+#: the operators counted as GEMMs (dense matmuls of weights, activations and attention's eager products)
+GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "aten::matmul"})
+
+
+def op_name(key: str) -> str:
+    """The profiler's key without a compiled graph's hash or region number, so that models' graphs compare."""
+    return re.sub(r"(CompiledFxGraph) \w+|(Compiled Region): [\d/]+", r"\1\2", key)
+
+
+def category(op: str) -> str:
+    if op in GEMM_OPS or op.startswith(("mkldnn::", "onednn::")):  # compiled graphs' prepacked linears
+        return "gemm"
+    if "scaled_dot_product" in op or "flash_attention" in op:
+        return "attention kernel"
+    return "rest"
+
+
+def profile_step(ctx: Context, name: str, compiled: bool) -> dict:
+    """Self CPU time per operator of one training step of `name`, after `TRAIN_WARMUP` steps (one more compiled)."""
+    batch = ids(ctx.shape)
+    torch.manual_seed(0)
+    model = ctx.build(name).train()
+    optimizer = optimizer_for(model)
+    runner = torch.compile(model) if compiled else model
+    for _ in range(TRAIN_WARMUP + compiled):
+        train_step(runner, optimizer, batch, dtype=ctx.dtype)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        train_step(runner, optimizer, batch, dtype=ctx.dtype)
+    ops: dict[str, tuple[int, float]] = {}
+    for e in prof.key_averages():
+        calls, ms = ops.get(op_name(e.key), (0, 0.0))
+        ops[op_name(e.key)] = (calls + e.count, ms + e.self_cpu_time_total / 1e3)
+    total = sum(ms for _, ms in ops.values())
+    by_category: dict[str, float] = {}
+    for op, (_, ms) in ops.items():
+        by_category[category(op)] = by_category.get(category(op), 0.0) + ms
+    ranked = sorted(ops.items(), key=lambda item: item[1][1], reverse=True)
+    return {
+        "total_self_ms": total,
+        "categories_ms": by_category,
+        "top": [{"op": op, "calls": calls, "self_ms": ms} for op, (calls, ms) in ranked[:TOP]],
+        "ops": {op: {"calls": calls, "self_ms": ms} for op, (calls, ms) in ops.items()},
+    }
+
+
+def excess_over(profile_: dict, base: dict, top: int = 8) -> list[dict]:
+    """The operators on which `profile_` spends the most self time beyond `base` (same operator name)."""
+    rows = []
+    for op, row in profile_["ops"].items():
+        base_row = base["ops"].get(op, {"calls": 0, "self_ms": 0.0})
+        rows.append(
+            {
+                "op": op,
+                "calls": row["calls"],
+                "base_calls": base_row["calls"],
+                "self_ms": row["self_ms"],
+                "excess_ms": row["self_ms"] - base_row["self_ms"],
+            }
+        )
+    return sorted(rows, key=lambda r: r["excess_ms"], reverse=True)[:top]
 
 
 def run(ctx: Context) -> dict:
-    batch = ids(ctx.shape)
-    out = {}
-    for name in NAMES:
-        torch.manual_seed(0)
-        model = ctx.build(name).train()
-        optimizer = optimizer_for(model)
-        for _ in range(TRAIN_WARMUP):
-            train_step(model, optimizer, batch)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            train_step(model, optimizer, batch)
-        events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-        total_ms = sum(e.self_cpu_time_total for e in events) / 1e3
-        out[name] = {
-            "total_self_ms": total_ms,
-            "top": [{"op": e.key, "calls": e.count, "self_ms": e.self_cpu_time_total / 1e3} for e in events[:TOP]],
-        }
-        del model, optimizer
+    out: dict[str, dict] = {}
+    for mode in ("eager", "compiled"):
+        profiles = {name: profile_step(ctx, name, compiled=mode == "compiled") for name in NAMES}
+        for name, p in profiles.items():
+            if name != "pre_ln":
+                p["excess_over_pre_ln"] = excess_over(p, profiles["pre_ln"])
+        out[mode] = profiles
     return out
 
 
 def table(result: dict) -> str:
     blocks = []
-    for name, r in result.items():
+    for mode, profiles in result.items():
         lines = [
-            f"## Profile of one eager training step, {name} (self CPU time, all threads: {r['total_self_ms']:.0f} ms)",
-            "| op | calls | self ms | share |",
-            "|---|---|---|---|",
+            f"## Profile of one {mode} training step (self CPU time, all threads; ms)",
+            "| model | total | GEMMs | attention kernel | rest | vs pre_ln: total, GEMMs, attention, rest |",
+            "|---|---|---|---|---|---|",
         ]
-        for e in r["top"]:
-            lines.append(f"| {e['op']} | {e['calls']} | {e['self_ms']:.1f} | {e['self_ms'] / r['total_self_ms']:.1%} |")
+        base = profiles["pre_ln"]
+        for name, p in profiles.items():
+            c, b = p["categories_ms"], base["categories_ms"]
+            parts = ("gemm", "attention kernel", "rest")
+            deltas = ", ".join(f"{c.get(k, 0.0) - b.get(k, 0.0):+.0f}" for k in parts)
+            lines.append(
+                f"| {name} | {p['total_self_ms']:.0f} | "
+                + " | ".join(f"{c.get(k, 0.0):.0f}" for k in parts)
+                + f" | {p['total_self_ms'] - base['total_self_ms']:+.0f}, {deltas} |"
+            )
         blocks.append("\n".join(lines))
+        for name, p in profiles.items():
+            lines = [f"### {mode}, {name}: top operators", "| op | calls | self ms | share |", "|---|---|---|---|"]
+            for e in p["top"]:
+                lines.append(
+                    f"| {e['op']} | {e['calls']} | {e['self_ms']:.1f} | {e['self_ms'] / p['total_self_ms']:.1%} |"
+                )
+            if "excess_over_pre_ln" in p:
+                lines += [
+                    "",
+                    f"{name} beyond pre_ln, by operator: "
+                    + "; ".join(
+                        f"{e['op']} {e['excess_ms']:+.1f} ms ({e['calls']} calls against {e['base_calls']})"
+                        for e in p["excess_over_pre_ln"]
+                    ),
+                ]
+            blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

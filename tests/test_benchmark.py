@@ -120,8 +120,11 @@ def test_quick_run_prints_and_writes_every_section(tmp_path, capsys):
     assert kv["gpt2"]["bytes_per_token"] == 2 * QUICK.layers * QUICK.width * 4  # keys and values, float32
     step = result["step_memory"]
     assert set(step) == {"gpt2", "pre_ln", "sas_p"} and all(r["peak_growth_MiB"] > 0 for r in step.values())
-    assert set(result["profile"]) == {"eager", "compiled"}
-    for profiles in result["profile"].values():
+    assert set(result["profile"]) == {"eager", "compiled", "decode"}
+    for dtype, decode in result["profile"]["decode"].items():
+        assert decode["tokens"] == 16 and 0 < decode["kernel_ms_per_token"] <= decode["ms_per_token"], dtype
+        assert decode["weight_bytes"] > 0 and decode["top_kernels"], dtype
+    for profiles in (result["profile"]["eager"], result["profile"]["compiled"]):
         sas_p = profiles["sas_p"]
         assert set(profiles) == {"pre_ln", "sas", "sas_p"} and len(sas_p["top"]) == 12
         assert any(e["op"] == "aten::mm" for e in sas_p["top"]) and sas_p["categories_ms"]["gemm"] > 0

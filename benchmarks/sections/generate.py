@@ -45,12 +45,18 @@ def greedy(ctx: Context, batch_size: int, **generate_kwargs) -> Callable[[str, t
     return generate
 
 
+#: the inductor options of the compiled decoding recipe: `freezing` makes the weights constants of the graph,
+#: prepacked for oneDNN's GEMMs; a producer of more than 8 ops is computed once into a buffer, not inlined into each
+#: row of the one-row reductions that read 16-bit weights (`kernels_simplified.one_row_16bit`), which would redo it
+#: for every weight row (inductor's default, 30, left a norm and a residual add inside them)
+DECODING_OPTIONS = {"freezing": True, "realize_opcount_threshold": 8}
+
+
 def compile_for_decoding(model: torch.nn.Module) -> torch.nn.Module:
     """docs/inference.md's compiled decoding recipe, in place: `forward` compiled whole (`fullgraph=True`) by inductor
-    with `freezing` (the weights become constants of the graph, prepacked for oneDNN's GEMMs); call `generate` with
-    `cache_implementation="static"` (`STATIC`), so that every decoding step has the same shapes. It compiles on the
-    first call (once for the prompt, once for a step)."""
-    model.forward = torch.compile(model.forward, fullgraph=True, options={"freezing": True})
+    with `DECODING_OPTIONS`; call `generate` with `cache_implementation="static"` (`STATIC`), so that every decoding
+    step has the same shapes. It compiles on the first call (once for the prompt, once for a step)."""
+    model.forward = torch.compile(model.forward, fullgraph=True, options=DECODING_OPTIONS)
     return model
 
 

@@ -1,21 +1,28 @@
 """`profile`: where one training step's time goes (`torch.profiler`, self CPU time, after the warm-up steps), eager
 and under `torch.compile`, for `pre_ln`, `sas` and `sas_p`, in the run's precision: the top operators, the time in
 GEMMs, in the attention kernel and in the rest, and the operators on which a shaped block spends more than pre_ln:
-the time that matmul FLOPs do not count."""
+the time that matmul FLOPs do not count. Then sas_p's batch-1 decoding by the compiled recipe of docs/inference.md
+with float32 and with bf16 weights, by kernel (inductor's kernels named in the profile): the time per token in the
+compiled graph's own kernels and its GEMMs, which read the weights, and the weight bytes per second that implies."""
 
 from __future__ import annotations
 
 import re
+import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.common import TRAIN_WARMUP, Context, ids, optimizer_for, train_step
+from benchmarks.common import DTYPES, TRAIN_WARMUP, Context, gemm_weights, ids, optimizer_for, train_step
+
+from . import generate
 
 ON_CUDA = False
 BF16 = True
 NAMES = ("pre_ln", "sas", "sas_p")
 TOP = 12
+#: the model whose compiled decoding is profiled, in both precisions
+DECODE_NAME = "sas_p"
 #: the operators counted as GEMMs (dense matmuls of weights, activations and attention's eager products)
 GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "aten::matmul"})
 
@@ -26,7 +33,7 @@ def op_name(key: str) -> str:
 
 
 def category(op: str) -> str:
-    if op in GEMM_OPS or op.startswith(("mkldnn::", "onednn::")):  # compiled graphs' prepacked linears
+    if op in GEMM_OPS or op.startswith(("mkldnn::", "onednn::", "mkl::")):  # compiled graphs' prepacked linears
         return "gemm"
     if "scaled_dot_product" in op or "flash_attention" in op:
         return "attention kernel"
@@ -78,6 +85,44 @@ def excess_over(profile_: dict, base: dict, top: int = 8) -> list[dict]:
     return sorted(rows, key=lambda r: r["excess_ms"], reverse=True)[:top]
 
 
+def profile_decoding(ctx: Context, dtype: str) -> dict:
+    """One profiled batch-1 `generate` of `DECODE_NAME` with `dtype` weights by the compiled recipe, compiled with
+    inductor's kernel profiling (each generated kernel a profiler event), its first call (compiling) and a warm
+    call timed, then profiled: per token, the time in the graph's generated kernels (`graph_…`) and GEMMs (float32's
+    prepacked ones are extern), and the GEMM weight bytes over that time."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = ctx.build(DECODE_NAME).eval().to(DTYPES[dtype])
+    call = generate.greedy(ctx, 1, **generate.STATIC)
+    with torch._inductor.config.patch({"cpp.enable_kernel_profile": True}):
+        generate.compile_for_decoding(model)
+        walls = []
+        for _ in range(2):  # the first compiles (the prompt's graph and a step's); the second is a warm call
+            start = time.perf_counter()
+            call(DECODE_NAME, model)
+            walls.append(time.perf_counter() - start)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        call(DECODE_NAME, model)
+    tokens = generate.new_tokens(ctx)
+    kernels = [e for e in prof.key_averages() if e.key.startswith("graph_") or category(e.key) == "gemm"]
+    kernel_ms = sum(e.self_cpu_time_total for e in kernels) / 1e3
+    total_ms = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1e3
+    weight_bytes = gemm_weights(model) * DTYPES[dtype].itemsize
+    top = sorted(kernels, key=lambda e: e.self_cpu_time_total, reverse=True)[:4]
+    return {
+        "tokens": tokens,
+        "first_call_s": walls[0],
+        "warm_call_s": walls[1],
+        "weight_bytes": weight_bytes,
+        "ms_per_token": total_ms / tokens,
+        "kernel_ms_per_token": kernel_ms / tokens,
+        "kernel_weight_GBps": weight_bytes * tokens / kernel_ms / 1e6,
+        "top_kernels": [
+            {"kernel": e.key[:120], "calls": e.count, "ms_per_token": e.self_cpu_time_total / 1e3 / tokens} for e in top
+        ],
+    }
+
+
 def run(ctx: Context) -> dict:
     out: dict[str, dict] = {}
     for mode in ("eager", "compiled"):
@@ -86,12 +131,16 @@ def run(ctx: Context) -> dict:
             if name != "pre_ln":
                 p["excess_over_pre_ln"] = excess_over(p, profiles["pre_ln"])
         out[mode] = profiles
+    out["decode"] = {dtype: profile_decoding(ctx, dtype) for dtype in DTYPES}
     return out
 
 
 def table(result: dict) -> str:
     blocks = []
+    decode = result.get("decode", {})
     for mode, profiles in result.items():
+        if mode == "decode":
+            continue
         lines = [
             f"## Profile of one {mode} training step (self CPU time, all threads; ms)",
             "| model | total | GEMMs | attention kernel | rest | vs pre_ln: total, GEMMs, attention, rest |",
@@ -124,4 +173,22 @@ def table(result: dict) -> str:
                     ),
                 ]
             blocks.append("\n".join(lines))
+    if decode:
+        lines = [
+            f"## Compiled batch-1 decoding of {DECODE_NAME} by kernel (per token, profiled; ms)",
+            "| weights | all events | the graph's kernels and GEMMs | weight MB | weight GB/s in those | first call "
+            "(compiles) s | warm call s |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for dtype, d in decode.items():
+            lines.append(
+                f"| {dtype} | {d['ms_per_token']:.2f} | {d['kernel_ms_per_token']:.2f} | {d['weight_bytes'] / 1e6:.0f} | "
+                f"{d['kernel_weight_GBps']:.1f} | {d['first_call_s']:.1f} | {d['warm_call_s']:.2f} |"
+            )
+        for dtype, d in decode.items():
+            lines.append(
+                f"\n{dtype}, top kernels: "
+                + "; ".join(f"{k['kernel']} ({k['calls']} calls) {k['ms_per_token']:.2f} ms" for k in d["top_kernels"])
+            )
+        blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

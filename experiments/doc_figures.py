@@ -53,9 +53,18 @@ DECODE_RUNS = ("decode1", "decode2")
 FAST_HOST_RUNS = ("run9", "run10", "run11", "run12")
 #: the `--dtype bf16` runs (the bf16 targets, `python -m benchmarks.targets --dtype bf16`)
 BF16_RUNS = ("bf16run1",)
-#: the runs the bf16 targets table reads: bf16run1, and the current code's precision-only run and its run of the other
-#: sections, both on hosts whose bf16 GEMM peak is below the float32 one
-BF16_TARGET_RUNS = ("bf16run1", "bf16precision1", "bf16run2")
+#: the current code's `--dtype bf16` runs, pooled by the bf16 targets table (all on hosts whose bf16 GEMM peak is below
+#: the float32 one): the `precision` section alone, the other sections, two full runs, then the compiled decoding
+#: and `precision` sections of the current recipe, and the `mfu` section
+BF16_CURRENT_RUNS = ("bf16precision1", "bf16run2", "bf16run3", "bf16run4", "bf16decode1", "bf16run5")
+#: current runs whose compiled-decoding rows timed an earlier recipe (before `one_row_16bit`, or before the recipe's
+#: `realize_opcount_threshold`): left out of the compiled-decoding targets' pool
+BF16_EARLIER_RECIPE = ("bf16precision1", "bf16run3", "bf16run4")
+#: the runs the bf16 targets table shows: bf16run1 (earlier code, a host whose bf16 GEMMs are the faster) and the
+#: current ones
+BF16_TARGET_RUNS = ("bf16run1", *BF16_CURRENT_RUNS)
+#: the precisions of a `precision` section's rows
+DTYPES_ = ("float32", "bf16")
 #: the reproduction's two settings: each variant at its own best lr, every variant at Pre-LN's
 SETTINGS = ("best_lr", "shared_lr")
 #: He & Hofmann's Table 1: micro-batch steps per 24 hours against Pre-LN's (2080Ti), a quoted constant
@@ -580,12 +589,23 @@ def bf16_fidelity_table() -> str:
     return "\n".join(lines)
 
 
+def bf16_pooled(t: targets.Target) -> dict:
+    """`t` over the current code's bf16 runs (without those that timed an earlier decoding recipe, for a
+    compiled-decoding target)."""
+    compiled_decoding = "generate" in t.label and "compiled" in t.label
+    names = [n for n in BF16_CURRENT_RUNS if not (compiled_decoding and n in BF16_EARLIER_RECIPE)]
+    return targets.evaluate(t, {name: run(name) for name in names})
+
+
 def bf16_speed_table() -> str:
-    """The bf16 targets over the `--dtype bf16` runs (`benchmarks.targets.BF16_TARGETS`), with the hosts' peaks."""
+    """The bf16 targets over the `--dtype bf16` runs (`benchmarks.targets.BF16_TARGETS`): each run's median and
+    range, and the current code's runs pooled (each round against its own host's bound)."""
     runs = {name: run(name) for name in BF16_TARGET_RUNS}
     lines = [
-        "| target | " + " | ".join(_run_label(n) for n in runs) + " | counted |",
-        "|---|" + "---|" * (len(runs) + 1),
+        "| target | "
+        + " | ".join(_run_label(n) for n in runs)
+        + " | pooled, current code: median (range; rounds) | pooled / bound | met |",
+        "|---|" + "---|" * (len(runs) + 3),
     ]
     for t in targets.BF16_TARGETS:
         result = targets.evaluate(t, runs)
@@ -593,42 +613,65 @@ def bf16_speed_table() -> str:
         for cell in result["runs"].values():
             text = "-" if cell is None else f"{num(cell['ratio'])} ({num(cell['low'])}–{num(cell['high'])})"
             cells.append(text + (" ✓" if cell and cell["met"] else ""))
-        excluded = sorted({c["excluded"] for c in result["runs"].values() if c and c["excluded"]})
-        counted = "yes" if result["pooled"] else "no: " + ("; ".join(excluded) or "not measured")
-        lines.append(f"| {t.label} | {' | '.join(cells)} | {counted} |")
+        p = bf16_pooled(t)["pooled"]
+        if p is None:
+            pooled = "- | - | not measured"
+        else:
+            pooled = (
+                f"{num(p['ratio'])} ({num(p['low'])}–{num(p['high'])}; {p['rounds']}) | {num(p['share_of_bound'])} | "
+                + ("yes" if p["met"] else "NO")
+            )
+        lines.append(f"| {t.label} | {' | '.join(cells)} | {pooled} |")
     mfu = [", ".join(f"{m} {num(100 * v, 1)}%" for m, v in targets.bf16_mfu(r).items()) or "-" for r in runs.values()]
-    lines.append(f"| bf16 MFU ≥ {targets.BF16_MFU:.0%} of the bf16 GEMM peak | {' | '.join(mfu)} | - |")
+    mfu = [
+        cell + (" (peak a float32 GEMM's: not counted)" if targets.mfu_excluded(r) and "mfu" in r else "")
+        for cell, r in zip(mfu, runs.values())
+    ]
+    pooled_mfu = targets.pooled_bf16_mfu({name: run(name) for name in BF16_CURRENT_RUNS})
+    models = [m for m in pooled_mfu if m != "gpt2"]
+    figure = ", ".join(
+        f"{m} {num(100 * p['median'], 1)}% ({num(100 * p['low'], 1)}–{num(100 * p['high'], 1)}; {p['runs']} runs)"
+        for m, p in pooled_mfu.items()
+    )
+    met = "yes" if models and all(pooled_mfu[m]["met"] for m in models) else "NO"
+    lines.append(
+        f"| bf16 MFU ≥ {targets.BF16_MFU:.0%} of the bf16 GEMM peak, pre_ln and sas_p | {' | '.join(mfu)} | "
+        f"{figure or '-'} | - | {met} |"
+    )
     cells = [
         _ratio_cell(ratio(r["compile"], "pre_ln", "gpt2"), of_min=False) if "compile" in r else "-"
         for r in runs.values()
     ]
-    lines.append(f"| (no target) compiled, bf16: pre_ln / GPT-2 | {' | '.join(cells)} | - |")
+    lines.append(f"| (no target) compiled, bf16: pre_ln / GPT-2 | {' | '.join(cells)} | - | - | - |")
     return "\n".join(lines)
 
 
 def readme_bf16_table() -> str:
-    """The README's bf16 rows: bf16 against float32 on the run's host, and the bf16 ratios against their bounds."""
-    (name,) = BF16_RUNS
-    r = run(name)
-    peaks = r["meta"]["gemm_peak_gflops"]
-    peak_ratio = peaks["bf16"] / peaks["float32"]
-    precision = r["precision"]
-
-    def speedup(kind: str) -> str:
-        return " / ".join(num(precision[kind][m]["bf16_vs_float32"]["ratio_median"]) for m in ("pre_ln", "sas_p"))
-
+    """The README's bf16 rows: every bf16 target pooled over the current code's runs (`bf16_pooled`), its share of
+    the bound and whether it is met, beside the float32 target of the same ratio pooled over the float32 runs."""
     lines = [
-        f"| bf16 (`{name}`: GEMM peak {peaks['float32']:.0f} GFLOP/s float32, {peaks['bf16']:.0f} bf16) | bound | "
-        "median |",
-        "|---|---|---|",
-        f"| training step, bf16 autocast / float32: pre_ln / sas_p | {num(peak_ratio)} (the peaks) | "
-        f"{speedup('train')} |",
-        f"| training in bf16: sas_p / pre_ln | {num(r['train']['sas_p']['flop_bound_vs_pre_ln'])} | "
-        f"{num(ratio(r['train'], 'sas_p', 'pre_ln')['median'])} |",
-        f"| training in bf16: our pre_ln / `GPT2LMHeadModel` | 1.000 | {num(ratio(r['train'], 'pre_ln', 'gpt2')['median'])} |",
-        f"| `generate` batch 1, bf16 / float32 weights: pre_ln / sas_p | 2.000 (bytes) | {speedup('generate_batch_1')} |",
-        f"| bf16 MFU: pre_ln / sas_p | 1.000 | {' / '.join(num(r['mfu'][m]['mfu']) for m in ('pre_ln', 'sas_p'))} |",
+        "| target (bf16) | bf16, pooled: median (range) | pooled / bound | met | float32, pooled |",
+        "|---|---|---|---|---|",
     ]
+    float32 = {t.label: t for t in targets.TARGETS}
+    for t in targets.BF16_TARGETS:
+        p = bf16_pooled(t)["pooled"]
+        if p is None:
+            continue
+        twin = float32.get(t.label.removeprefix("bf16 "))
+        f32 = pooled(twin)["pooled"] if twin else None
+        lines.append(
+            f"| {t.label.removeprefix('bf16 ')} | {num(p['ratio'])} ({num(p['low'])}–{num(p['high'])}) | "
+            f"{num(p['share_of_bound'])} | {'yes' if p['met'] else 'NO'} | "
+            + (f"{num(f32['ratio'])} ({num(f32['low'])}–{num(f32['high'])})" if f32 else "-")
+            + " |"
+        )
+    for m, p in targets.pooled_bf16_mfu({name: run(name) for name in BF16_CURRENT_RUNS}).items():
+        if m != "gpt2":
+            lines.append(
+                f"| MFU ≥ {targets.BF16_MFU:.0%}: {m} | {num(100 * p['median'], 1)}% ({num(100 * p['low'], 1)}–"
+                f"{num(100 * p['high'], 1)}%) | - | {'yes' if p['met'] else 'NO'} | - |"
+            )
     return "\n".join(lines)
 
 
@@ -777,6 +820,7 @@ def facts() -> list[Fact]:
         *bf16_speed_facts(),
         *bf16_cpu_facts(),
         *bf16_centring_facts(),
+        *bf16_profile_facts(),
         *authors_facts(),
         *config_facts(),
         *speed_page_facts(),
@@ -808,10 +852,62 @@ def bf16_centring_facts() -> list[Fact]:
     ]
 
 
+#: the attention kernel's forward in the profiler (the backward is `..._backward`)
+SDPA_FORWARD = "aten::_scaled_dot_product_flash_attention_for_cpu"
+
+
+def bf16_profile_facts() -> list[Fact]:
+    """docs/training.md's account of where a bf16 shaped step's time goes: `bf16profile1`, one profiled step per
+    model, eager and compiled. The zero-query call's cost is sas_p's attention-forward time beyond pre_ln's (twice the
+    calls)."""
+    r = run("bf16profile1")
+    profiles, page = r["profile"], "docs/training.md"
+    eager = profiles["eager"]
+    pre_ln, sas_p = eager["pre_ln"], eager["sas_p"]
+    forward = {m: eager[m]["ops"][SDPA_FORWARD] for m in ("pre_ln", "sas_p")}
+    zero_query = forward["sas_p"]["self_ms"] - forward["pre_ln"]["self_ms"]
+    gemm = {mode: {m: p["categories_ms"]["gemm"] for m, p in profiles[mode].items()} for mode in profiles}
+    rest = {
+        mode: {m: p["categories_ms"]["rest"] - profiles[mode]["pre_ln"]["categories_ms"]["rest"] for m, p in ps.items()}
+        for mode, ps in profiles.items()
+    }
+    return [
+        Fact(page, f"`{r['meta']['command']}`"),
+        Fact(
+            page,
+            f"sas_p's attention kernel ran forward {forward['sas_p']['calls']} times in {num(forward['sas_p']['self_ms'], 1)}"
+            f" ms against pre_ln's {forward['pre_ln']['calls']} in {num(forward['pre_ln']['self_ms'], 1)} ms",
+        ),
+        Fact(
+            page,
+            f"the zero-query call costs {num(zero_query, 1)} ms, {num(100 * zero_query / sas_p['total_self_ms'], 1)}% "
+            f"of sas_p's {sas_p['total_self_ms']:.0f} ms",
+        ),
+        Fact(
+            page,
+            f"GEMMs take {pre_ln['categories_ms']['gemm']:.0f} ms in pre_ln and {gemm['eager']['sas_p']:.0f} ms in sas_p "
+            f"({num(gemm['eager']['pre_ln'] / gemm['eager']['sas_p'])}; {gemm['eager']['sas']:.0f} ms in sas, "
+            f"{num(gemm['eager']['pre_ln'] / gemm['eager']['sas'])}) eager, "
+            f"{num(gemm['compiled']['pre_ln'] / gemm['compiled']['sas_p'])} and "
+            f"{num(gemm['compiled']['pre_ln'] / gemm['compiled']['sas'])} compiled, against the FLOP bound "
+            f"{num(run('bf16run2')['train']['sas_p']['flop_bound_vs_pre_ln'])}",
+        ),
+        Fact(
+            page,
+            f"rest of the step is {signed(rest['eager']['sas_p'], 0)} ms (sas_p) and {signed(rest['eager']['sas'], 0)}"
+            f" ms (sas) beyond pre_ln's eager, {signed(rest['compiled']['sas_p'], 0)} and "
+            f"{signed(rest['compiled']['sas'], 0)} ms compiled",
+        ),
+    ]
+
+
 def bf16_decoding_facts() -> list[Fact]:
-    """docs/inference.md's compiled-recipe figures: `bf16precision1`'s batch-1 decoding rows of sas_p."""
-    precision = run("bf16precision1")["precision"]
+    """docs/inference.md's compiled-recipe figures: `bf16decode1`'s batch-1 decoding rows of sas_p and its host, and
+    the recipe's first call (it compiles) from `bf16run5`'s decoding profile."""
+    r = run("bf16decode1")
+    precision, peaks = r["precision"], r["meta"]["gemm_peak_gflops"]
     eager, compiled = precision["generate_batch_1"]["sas_p"], precision["generate_batch_1_compiled"]["sas_p"]
+    decode = run("bf16run5")["profile"]["decode"]
     page = "docs/inference.md"
     return [
         Fact(page, f"decoded sas_p in {num(compiled['bf16']['median_s'])} s with bf16 weights and"),
@@ -820,6 +916,18 @@ def bf16_decoding_facts() -> list[Fact]:
             f"{num(compiled['float32']['median_s'])} s with float32 weights, against {num(eager['float32']['median_s'])} s",
         ),
         Fact(page, f"for eager float32 and {num(eager['bf16']['median_s'])} s for eager bf16"),
+        Fact(
+            page,
+            "On that host the bf16 GEMM peak is "
+            + ("below" if peaks["bf16"] < peaks["float32"] else "NOT below")
+            + " the float32 one",
+        ),
+        Fact(
+            page,
+            f"its first call took {num(decode['bf16']['first_call_s'], 1)} s with bf16 weights and "
+            f"{num(decode['float32']['first_call_s'], 1)} s with float32 ones, where a warm call took "
+            f"{num(decode['bf16']['warm_call_s'], 2)} and {num(decode['float32']['warm_call_s'], 2)} s",
+        ),
     ]
 
 
@@ -1312,6 +1420,8 @@ def speed_page_facts() -> list[Fact]:
         Fact(page, f"Run `bf16run1` (`{run('bf16run1')['meta']['command']}`;"),
         Fact(page, f"Run `bf16precision1` (`{precision['command']}`;"),
         *bf16run2_facts(),
+        *bf16_full_runs_facts(),
+        *bf16_limits_facts(),
         Fact(
             page,
             f"host whose bf16 GEMM peak is {num(peaks['bf16'] / peaks['float32'], 2)} of its float32 one "
@@ -1324,12 +1434,6 @@ def speed_page_facts() -> list[Fact]:
             "host whose bf16 GEMM peak is "
             + ("below" if peaks["bf16"] < peaks["float32"] else "NOT below")
             + " its float32 one (the table above)",
-        ),
-        Fact(
-            "docs/inference.md",
-            "On that host the bf16 GEMM peak is "
-            + ("below" if peaks["bf16"] < peaks["float32"] else "NOT below")
-            + " the float32 one",
         ),
     ]
 
@@ -1362,10 +1466,75 @@ def bf16run2_facts() -> list[Fact]:
             f"bound {bound}), where bf16 GEMMs are {_gemm_speed(peaks)} than float32 ones; no run of the current code "
             f"comes from a host like `bf16run1`'s, where they are {_gemm_speed(run('bf16run1')['meta']['gemm_peak_gflops'])}",
         ),
+    ]
+
+
+def _bf16_target(label: str) -> targets.Target:
+    (found,) = [t for t in targets.BF16_TARGETS if t.label.startswith(label)]
+    return found
+
+
+def bf16_limits_facts() -> list[Fact]:
+    """docs/speed.md's account of the bf16 targets the current code misses: the pooled training ratios, and the
+    compiled recipe's weight-read rates (GEMM weights × bytes × new tokens / the call's median time, `bf16decode1`)."""
+    page = "docs/speed.md"
+    pooled = {
+        label: bf16_pooled(_bf16_target(label))["pooled"]
+        for label in (
+            "bf16 training: sas_p /",
+            "bf16 training: sas /",
+            "bf16 training, compiled: sas_p /",
+            "bf16 training, compiled: sas /",
+            "bf16 generate batch 1, compiled: pre_ln bf16",
+            "bf16 generate batch 1, compiled: sas_p bf16",
+        )
+    }
+    r = run("bf16decode1")
+    tokens = 128
+    rates = {}
+    for m in ("pre_ln", "sas_p"):
+        weights = r["generate_compiled"]["batch_1"][m]["gemm_weights"]
+        row = r["precision"]["generate_batch_1_compiled"][m]
+        rates[m] = {d: weights * (2 if d == "bf16" else 4) * tokens / row[d]["median_s"] / 1e9 for d in DTYPES_}
+    cell = lambda p: f"{num(p['ratio'])} ({num(p['share_of_bound'])} of the bound)"  # noqa: E731
+    return [
         Fact(
-            "README.md",
-            f"`bf16run2`, comes from a host whose bf16 GEMMs are {_gemm_speed(peaks)} than its float32 ones: sas_p / "
-            f"pre_ln {train['sas_p']} in bf16 (eager; bound {bound})",
+            page,
+            f"eager, sas_p / pre_ln pools to {cell(pooled['bf16 training: sas_p /'])} and sas / pre_ln to "
+            f"{cell(pooled['bf16 training: sas /'])}; compiled, {cell(pooled['bf16 training, compiled: sas_p /'])} "
+            f"and {cell(pooled['bf16 training, compiled: sas /'])}",
+        ),
+        Fact(
+            page,
+            f"bf16 / float32 weights pool to {num(pooled['bf16 generate batch 1, compiled: pre_ln bf16']['ratio'])} (pre_ln) "
+            f"and {num(pooled['bf16 generate batch 1, compiled: sas_p bf16']['ratio'])} (sas_p)",
+        ),
+        Fact(
+            page,
+            f"reads sas_p's bf16 weights at {num(rates['sas_p']['bf16'], 1)} GB/s and its float32 weights at "
+            f"{num(rates['sas_p']['float32'], 1)} GB/s (pre_ln: {num(rates['pre_ln']['bf16'], 1)} and "
+            f"{num(rates['pre_ln']['float32'], 1)})",
+        ),
+    ]
+
+
+def bf16_full_runs_facts() -> list[Fact]:
+    """docs/speed.md on the current code's full bf16 runs (`bf16run3`, `bf16run4`): their command and hosts."""
+    names = [n for n in BF16_CURRENT_RUNS if n in ("bf16run3", "bf16run4")]
+    commands = {run(n)["meta"]["command"].replace(n, "bf16runN") for n in names}
+    (command,) = commands  # one command, the run's name apart
+    sections = command.split("--sections ")[1].split()[0].split(",")
+    ratios = [run(n)["meta"]["gemm_peak_gflops"]["bf16"] / run(n)["meta"]["gemm_peak_gflops"]["float32"] for n in names]
+    return [
+        Fact(
+            "docs/speed.md",
+            f"Runs {' and '.join(f'`{n}`' for n in names)} (`{command.replace('bf16runN', names[0])}`, and the same "
+            f"for `{names[1]}`;",
+        ),
+        Fact(
+            "docs/speed.md",
+            f"measured the current code's {', '.join(f'`{x}`' for x in sections[:-1])} and `{sections[-1]}` sections on "
+            f"hosts whose bf16 GEMM peak is {span(ratios, 2)} of their float32 one",
         ),
     ]
 

@@ -189,6 +189,7 @@ def test_a_changed_run_meta_leaves_the_host_prose_stale(fresh_json):
         run["meta"]["gemm_peak_gflops"] = {"float32": 150.0, "bf16": 600.0}
 
     _edit(fresh_json / "benchmark" / "bf16precision1.json", faster_bf16)
+    _edit(fresh_json / "benchmark" / "bf16decode1.json", faster_bf16)
     doc_figures.run.cache_clear()
     missing = {(f.page, f.text) for f in doc_figures.missing_facts()}
     assert ("docs/inference.md", "On that host the bf16 GEMM peak is NOT below the float32 one") in missing

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import targets
-from benchmarks.common import per_round
+from benchmarks.common import DTYPES, per_round
 from experiments import doc_check
 from experiments.authors_parity import results as authors_parity
 from experiments.reproduce import depth
@@ -63,8 +63,6 @@ BF16_EARLIER_RECIPE = ("bf16precision1", "bf16run3", "bf16run4")
 #: the runs the bf16 targets table shows: bf16run1 (earlier code, a host whose bf16 GEMMs are the faster) and the
 #: current ones
 BF16_TARGET_RUNS = ("bf16run1", *BF16_CURRENT_RUNS)
-#: the precisions of a `precision` section's rows
-DTYPES_ = ("float32", "bf16")
 #: the reproduction's two settings: each variant at its own best lr, every variant at Pre-LN's
 SETTINGS = ("best_lr", "shared_lr")
 #: He & Hofmann's Table 1: micro-batch steps per 24 hours against Pre-LN's (2080Ti), a quoted constant
@@ -479,9 +477,9 @@ def speed_score_table() -> str:
     return "\n".join(lines)
 
 
-def target(label: str) -> targets.Target:
-    """The target of `benchmarks.targets` whose label starts with `label`."""
-    (found,) = [t for t in targets.TARGETS if t.label.startswith(label)]
+def target(label: str, among: tuple[targets.Target, ...] = targets.TARGETS) -> targets.Target:
+    """The target of `among` (`benchmarks.targets`' float32 targets by default) whose label starts with `label`."""
+    (found,) = [t for t in among if t.label.startswith(label)]
     return found
 
 
@@ -1469,17 +1467,12 @@ def bf16run2_facts() -> list[Fact]:
     ]
 
 
-def _bf16_target(label: str) -> targets.Target:
-    (found,) = [t for t in targets.BF16_TARGETS if t.label.startswith(label)]
-    return found
-
-
 def bf16_limits_facts() -> list[Fact]:
     """docs/speed.md's account of the bf16 targets the current code misses: the pooled training ratios, and the
-    compiled recipe's weight-read rates (GEMM weights × bytes × new tokens / the call's median time, `bf16decode1`)."""
+    compiled recipe's weight-read rates (GEMM weights × bytes per weight × the call's tokens/s, `bf16decode1`)."""
     page = "docs/speed.md"
     pooled = {
-        label: bf16_pooled(_bf16_target(label))["pooled"]
+        label: bf16_pooled(target(label, targets.BF16_TARGETS))["pooled"]
         for label in (
             "bf16 training: sas_p /",
             "bf16 training: sas /",
@@ -1490,12 +1483,11 @@ def bf16_limits_facts() -> list[Fact]:
         )
     }
     r = run("bf16decode1")
-    tokens = 128
     rates = {}
     for m in ("pre_ln", "sas_p"):
         weights = r["generate_compiled"]["batch_1"][m]["gemm_weights"]
-        row = r["precision"]["generate_batch_1_compiled"][m]
-        rates[m] = {d: weights * (2 if d == "bf16" else 4) * tokens / row[d]["median_s"] / 1e9 for d in DTYPES_}
+        tokens_per_s = r["precision"]["generate_batch_1_compiled"][m]["tokens_per_s"]
+        rates[m] = {d: weights * dtype.itemsize * tokens_per_s[d] / 1e9 for d, dtype in DTYPES.items()}
     cell = lambda p: f"{num(p['ratio'])} ({num(p['share_of_bound'])} of the bound)"  # noqa: E731
     return [
         Fact(
@@ -1520,7 +1512,7 @@ def bf16_limits_facts() -> list[Fact]:
 
 def bf16_full_runs_facts() -> list[Fact]:
     """docs/speed.md on the current code's full bf16 runs (`bf16run3`, `bf16run4`): their command and hosts."""
-    names = [n for n in BF16_CURRENT_RUNS if n in ("bf16run3", "bf16run4")]
+    names = ("bf16run3", "bf16run4")
     commands = {run(n)["meta"]["command"].replace(n, "bf16runN") for n in names}
     (command,) = commands  # one command, the run's name apart
     sections = command.split("--sections ")[1].split()[0].split(",")

@@ -62,6 +62,7 @@ DEFAULTS = dict(
     trainable_proj_gains=False,
     val_init_type="normal",
     proj_init_type=None,
+    query_init_std=None,
     tie_valproj_init=None,
     scale_attn_weights=True,
     scale_attn_by_inverse_layer_idx=False,
@@ -70,6 +71,9 @@ DEFAULTS = dict(
     embd_pdrop=0.0,
     initializer_range=0.02,
 )
+#: their init of a plain (not reparameterised) W^V / W^P -> our `value_projection_init` (carried so that the converted
+#: config records how their model was initialised; the weights are loaded either way)
+LINEAR_INITS = {"normal": "normal", "orth": "orthogonal"}
 ACTIVATIONS = {"leaky_relu": "leaky_relu", "relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new"}
 NORMS = {"ln": "layernorm", "rmsnorm": "rmsnorm", "none": "none"}
 
@@ -223,6 +227,7 @@ def original_config(raw: dict, state: dict | None = None) -> SimplifiedConfig:
     beta_sa = frozen("attn_block_resid_gain", attn_gains_trainable)
     beta_ff = frozen("mlp_block_resid_gain", mlp_gains_trainable)
     norm = NORMS[c["norm_type"]]
+    plain_init = c["val_init_type"] if value_mode == "linear" else c["proj_init_type"]
     try:  # the config's own validation, or a value of the wrong type
         return SimplifiedConfig(
             block_type="parallel" if parallel else "pre_ln",
@@ -263,6 +268,8 @@ def original_config(raw: dict, state: dict | None = None) -> SimplifiedConfig:
             projection_mode=proj_mode,
             reparam_init="identity",
             reparam_gains_trainable=reparam_trainable,
+            value_projection_init=LINEAR_INITS.get(plain_init, "normal"),
+            query_init_std=None if c["query_init_std"] is None else float(c["query_init_std"]),
             head_scale="none",
             attn_branch_norm=False,
             mlp_act_norm=False,

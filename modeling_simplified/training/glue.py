@@ -3,7 +3,9 @@ preset (App. D.2, as cramming: 5 epochs, the same hyper-parameters for every tas
 by its own metrics (`metrics.py`), the seeds' mean and spread, the GLUE score, and Table 2's table.
 
 `run_glue` trains each (task, seed) as one `simplified-train` run (`api.train`) in `<output>/<task>/seed<k>/` and
-writes `<output>/glue.json` and `<output>/glue.md` after each one. A run that finished (its `metrics.json` written)
+writes `<output>/glue.json` and `<output>/glue.md` after each one. With `from_scratch` it trains the pretrained run's
+architecture from a random initialisation, with its tokenizer and the same recipe: the control that shows what
+pre-training adds. A run that finished (its `metrics.json` written)
 with the same settings is reused, so an interrupted benchmark resumes at the task it stopped in; a run folder that
 holds a finished run of other settings is refused before anything is trained. A task that fails stops the benchmark
 with one error (`GlueTaskFailed`) after `glue.json` has recorded every finished run.
@@ -30,7 +32,7 @@ from typing import Any
 
 from .data import GLUE, GLUE_TASKS
 from .plan import TrainPlan
-from .presets import EMBEDDED, UsageError, apply_override, first_line, load_preset, validate
+from .presets import EMBEDDED, MODEL_FIELDS, UsageError, apply_override, first_line, load_preset, validate
 from .runs import pretrained_dir
 
 #: the fine-tuning recipe (configuration/glue.json): App. D.2's, as cramming's
@@ -52,6 +54,9 @@ DISPLAY = {
 }
 #: the column suffix of an evaluation split (Table 2's "MNLI-m" and "MNLI-mm")
 SPLIT_SUFFIX = {"validation_matched": "m", "validation_mismatched": "mm"}
+#: what a from-scratch model takes from the pretrained run's config.json besides its architecture: nothing (the
+#: vocabulary size and special tokens come from its tokenizer, the labels from the task)
+NOT_ARCHITECTURE = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id")
 CONVENTION = (
     "mean over the scored tasks' main metric on each evaluation split (MNLI-m and MNLI-mm count as two entries; "
     "QQP and MRPC F1, STS-B Pearson, CoLA Matthews correlation, the others accuracy; WNLI excluded), as cramming's "
@@ -95,6 +100,13 @@ def parse_task(text: str, dataset: str = GLUE) -> GlueTask:
     return GlueTask(name, dataset, name)
 
 
+def architecture(pretrained: Path) -> dict[str, Any]:
+    """The model fields of a pretrained model's config.json (a folder `pretrained_dir` found), less the vocabulary
+    size and special token ids: what a from-scratch control builds with the pretrained run's tokenizer."""
+    config = json.loads((pretrained / "config.json").read_text())
+    return {k: config[k] for k in MODEL_FIELDS if k in config and k not in NOT_ARCHITECTURE}
+
+
 def task_plan(
     task: GlueTask,
     seed: int,
@@ -102,12 +114,21 @@ def task_plan(
     output_dir: Path,
     overrides: Sequence[str] = (),
     max_steps: int | None = None,
+    from_scratch: bool = False,
 ) -> TrainPlan:
     """The `simplified-train` run of one task and seed: the `glue-finetune` preset on the task's data from
-    `init_from`, the overrides applied, no export."""
+    `init_from`, the overrides applied, no export. `from_scratch`: `init_from`'s architecture (and the preset's
+    dropout) from a random initialisation, with `init_from`'s tokenizer."""
     preset = load_preset(PRESET, check=False)
     preset.data.dataset, preset.data.dataset_config = task.dataset, task.config
-    preset.training.init_from, preset.training.seed = str(init_from), seed
+    preset.training.seed = seed
+    if from_scratch:
+        pretrained = pretrained_dir(str(init_from))
+        dropout = {k: v for k, v in preset.model.items() if k.endswith("dropout")}
+        preset.model = {**architecture(pretrained), **dropout}
+        preset.data.tokenizer = str(pretrained)
+    else:
+        preset.training.init_from = str(init_from)
     for assignment in overrides:
         apply_override(preset, assignment)
     if max_steps is not None:
@@ -256,10 +277,13 @@ def run_glue(
     dataset: str = GLUE,
     name: str | None = None,
     progress: Callable[[str], None] = print,
+    from_scratch: bool = False,
 ) -> dict[str, Any]:
     """Fine-tune `init_from` on every task with every seed (reusing finished runs), write glue.json and glue.md to
-    `output_dir` (default `runs/glue/<init_from's folder name>`) after each run and return glue.json's content.
-    Bad input raises `UsageError` before anything is trained; a failing run raises `GlueTaskFailed`."""
+    `output_dir` (default `runs/glue/<init_from's folder name>`, `-from-scratch` added with `from_scratch`) after
+    each run and return glue.json's content. `from_scratch`: `init_from`'s architecture and tokenizer from a random
+    initialisation (`task_plan`). Bad input raises `UsageError` before anything is trained; a failing run raises
+    `GlueTaskFailed`."""
     from .api import train  # the Trainer and datasets: only for a run
 
     tasks = [t if isinstance(t, GlueTask) else parse_task(t, dataset) for t in tasks]
@@ -273,9 +297,12 @@ def run_glue(
     if max_steps is not None and max_steps < 1:
         raise UsageError(f"--max-steps must be >= 1, got {max_steps}.")
     pretrained = pretrained_dir(str(init_from))  # a UsageError unless a model of this family is there
-    out = Path(output_dir) if output_dir is not None else Path("runs") / "glue" / Path(init_from).resolve().name
+    default_name = Path(init_from).resolve().name + ("-from-scratch" if from_scratch else "")
+    out = Path(output_dir) if output_dir is not None else Path("runs") / "glue" / default_name
     # seed by seed, so that every finished seed has a GLUE score
-    plans = {(t.name, s): task_plan(t, s, init_from, out, overrides, max_steps) for s in seeds for t in tasks}
+    plans = {
+        (t.name, s): task_plan(t, s, init_from, out, overrides, max_steps, from_scratch) for s in seeds for t in tasks
+    }
     runs: dict[str, dict[int, dict]] = {}
     for (task_name, seed), plan in plans.items():  # every plan checked, and every finished run found, first
         validate(plan.preset)
@@ -283,9 +310,10 @@ def run_glue(
         if metrics is not None:
             runs.setdefault(task_name, {})[seed] = {**metrics, "run_dir": str(plan.output_dir)}
     header = {
-        "name": name or Path(init_from).resolve().name,
+        "name": name or default_name,
         "init_from": str(init_from),
         "pretrained": str(pretrained),
+        "from_scratch": from_scratch,
         "preset": PRESET,
         "overrides": list(overrides),
         "max_steps": max_steps,

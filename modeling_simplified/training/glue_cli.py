@@ -16,6 +16,7 @@ EPILOG = f"""examples:
   simplified-glue --init-from runs/crammed-bert-sas_p                      # Table 2's 8 tasks, seeds 0 1 2
   simplified-glue --init-from runs/crammed-bert-sas_p --tasks rte mrpc --seeds 0
   simplified-glue --init-from RUN --tasks mr=path/to/folder stdlib-topic=embedded   # labelled data of your own
+  simplified-glue --init-from RUN --from-scratch --tasks rte   # the control: RUN's architecture, no pre-training
   HF_ENDPOINT=http://localhost:8090 simplified-glue --init-from RUN        # nyu-mll/glue from a Hub mirror
 
 Each task and seed is one simplified-train run of the glue-finetune preset in OUTPUT/TASK/seedK; a finished one
@@ -49,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", default=GLUE, help=f"the GLUE repository (default: {GLUE})")
     parser.add_argument("--name", help="the table row's name (default: the pretrained run's folder name)")
     parser.add_argument("--max-steps", type=int, help="optimizer steps per run instead of the preset's 5 epochs")
+    parser.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="the control: --init-from's architecture and tokenizer from a random initialisation, the same recipe "
+        "(what pre-training adds is the pretrained run's score minus this one's)",
+    )
     add_set_option(parser, "override a field of the glue-finetune preset for every task (as simplified-train)")
     return parser
 
@@ -73,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             dataset=args.dataset,
             name=args.name,
             progress=progress,
+            from_scratch=args.from_scratch,
         )
     except UsageError as err:
         print(f"simplified-glue: error: {first_line(err)}", file=sys.stderr)

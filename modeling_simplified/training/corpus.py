@@ -4,6 +4,8 @@
   as strict UTF-8 (failures skipped); a file is validation iff `int(sha256(relpath).hexdigest(), 16) % 100 < 5`.
 - prose: Python's reference documentation (`pydoc_data.topics`) and the docstrings of the non-test stdlib
   modules (module, class and function docstrings, found with `ast`); the same split rule on the file path.
+- held-out docstrings: those of the stdlib's test modules, which the prose corpus leaves out of both splits (in-domain
+  prose that a model pretrained on the prose has not read).
 - stdlib-topic: an offline labelled task in the style of GLUE's single-sentence tasks: does a stdlib docstring
   document a GUI module (tkinter, idlelib, turtle, curses) or an internet / mail / markup module (email, http,
   urllib, xml, ...)? About 3,000 docstrings, close to balanced; 10% (by hash of the docstring's location) are
@@ -151,6 +153,15 @@ def prose_dataset(split: str, max_docs: int | None = None) -> datasets.Dataset:
     paths = stdlib_files(split, skip_tests=True)
     kwargs = {"root": str(stdlib_root()), "paths": "\n".join(paths), "split": split, "max_docs": max_docs or 10**12}
     return datasets.Dataset.from_generator(_prose_records, gen_kwargs=kwargs)
+
+
+def held_out_docstrings() -> Iterator[tuple[str, str]]:
+    """(source, docstring) of the stdlib's test modules, in the files' hash order: the prose corpus skips them."""
+    root = str(stdlib_root())
+    for rel in _all_stdlib_files(root):
+        if _TEST_PARTS & set(rel.split("/")):
+            for line, doc in _docstrings(root, rel):
+                yield f"{rel}:{line}", doc
 
 
 def _topic_records(root: str, paths: str) -> Iterator[dict]:

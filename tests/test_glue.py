@@ -398,6 +398,6 @@ def test_the_miniatures_report_says_which_seeds_finished_when_some_did_not():
         "blocks": {"SAS": glue},
     }
     text = results_md(summary)
-    assert "**Not every seed of every block finished** (finished: SAS: mr seed 0 1, stdlib-topic seed 0)" in text
+    assert "**Not every seed of every row finished** (finished: SAS: mr seed 0 1, stdlib-topic seed 0)" in text
     assert "| SAS | 70.0±0.0 | 65.0 (60.0–70.0) | 80.0 |" in text  # the score: seed 0 alone (seed 1 lacks a task)
-    assert "SAS lr 0.016, loss 4.60" in text and "The remaining runs: `make reproduce-glue`" in text
+    assert "SAS lr 0.016, loss 4.60" in text and "The remaining runs: `python -m experiments.glue_tiny` again" in text

@@ -15,11 +15,12 @@ fine-tuned with `simplified-glue` on the GLUE-like tasks this project has offlin
 2. The control of each `--control-blocks` block: its pretrained run's config and tokenizer copied to
    `<runs-dir>/glue-tiny/controls/<block>-<digest>/init/` (the digest of both, so that pre-trainings with the same
    architecture and tokenizer share one control), fine-tuned `--from-scratch`.
-3. Fine-tuning: `simplified-glue` per row and lr, in `--jobs` child processes (one torch thread each), every run in
-   `<row's folder>/lr<lr>/<task>/seed<k>/`, finished runs reused. One `--finetune-lrs` value (default: App. D.2's
-   1.5e-4) fine-tunes every task at it; several are a sweep per row and task on the first seed's validation accuracy,
-   grown by `--lr-factor` past the end that holds the best until it brackets it (at most `--max-lrs`), the other
-   seeds then at the chosen lr: a labelled departure from App. D.2, which fixes one lr for every task.
+3. Fine-tuning: `simplified-glue` per row, lr and task, in `--jobs` child processes (one torch thread each), every
+   run in `<row's folder>/lr<lr>/<task>/<task>/seed<k>/`, finished runs reused. One `--finetune-lrs` value (default:
+   App. D.2's 1.5e-4) fine-tunes every task at it; several are a sweep per row and task on the first seed's
+   validation accuracy, grown by `--lr-factor` past the end that holds the best until it brackets it (at most
+   `--max-lrs`), the other seeds then at the chosen lr: a labelled departure from App. D.2, which fixes one lr for
+   every task.
 4. The verdicts (`experiments/glue_verdicts.py`): per task, does pre-training beat the control beyond the seeds'
    spread? Only the tasks where it does enter Table 2 in miniature, whose match is tested by Welch's t-test.
 5. `<output-dir>/glue.json` (every row's glue.json at its chosen lrs, the sweeps, the controls, the verdicts, the
@@ -233,7 +234,8 @@ def reproduce_args(args: argparse.Namespace, corpus: Path | None) -> argparse.Na
 @dataclasses.dataclass(frozen=True)
 class Row:
     """One row of the table: a block's pretrained run, or its architecture from scratch (the control), and the
-    folder of its fine-tuning runs (`<root>/lr<lr>/<task>/seed<k>`; a pretrained row's root is
+    folder of its fine-tuning runs (`<root>/lr<lr>/<task>/<task>/seed<k>`: one `simplified-glue` output folder per
+    lr and task, so that children fine-tuning the same row at once never share one; a pretrained row's root is
     `<runs-dir>/glue-tiny/<setting>/seed<pretrain seed>/<block>`, a control's its init folder's parent)."""
 
     block: str
@@ -245,8 +247,9 @@ class Row:
     def name(self) -> str:
         return NAMES[self.block] + (" from scratch" if self.control else "")
 
-    def folder(self, lr: float) -> Path:
-        return self.root / f"lr{lr:g}"
+    def folder(self, lr: float, task: str) -> Path:
+        """The `simplified-glue` output folder of this row's runs at `lr` on `task`."""
+        return self.root / f"lr{lr:g}" / task
 
 
 def control_init(run_dir: Path, controls: Path, block: str, create: bool) -> Path | None:
@@ -318,7 +321,7 @@ def overrides(lr: float) -> list[str]:
 
 def finished(row: Row, lr: float, task: GlueTask, seed: int) -> dict[str, Any] | None:
     """The metrics of a finished fine-tuning run of `row` (settings checked as `simplified-glue` checks them)."""
-    plan = task_plan(task, seed, row.init, row.folder(lr), overrides(lr), None, row.control)
+    plan = task_plan(task, seed, row.init, row.folder(lr, task.name), overrides(lr), None, row.control)
     metrics = finished_metrics(plan)
     return None if metrics is None else {**metrics, "run_dir": str(plan.output_dir)}
 
@@ -379,27 +382,28 @@ def sweep(args: argparse.Namespace, row: Row, task: GlueTask) -> Sweep:
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """One `simplified-glue` child: a row at one lr on some tasks and seeds."""
+    """One `simplified-glue` child: a row at one lr on one task, some seeds."""
 
     row: Row
     lr: float
-    tasks: tuple[GlueTask, ...]
+    task: GlueTask
     seeds: tuple[int, ...]
+
+    @property
+    def folder(self) -> Path:
+        return self.row.folder(self.lr, self.task.name)
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "modeling_simplified.training.glue_cli", "--init-from", str(self.row.init)]
-        cmd += ["--tasks", *(f"{t.name}={t.dataset}" for t in self.tasks), "--seeds", *map(str, self.seeds)]
-        cmd += ["--output", str(self.row.folder(self.lr)), "--name", self.row.name]
+        cmd += ["--tasks", f"{self.task.name}={self.task.dataset}", "--seeds", *map(str, self.seeds)]
+        cmd += ["--output", str(self.folder), "--name", self.row.name]
         cmd += [arg for o in overrides(self.lr) for arg in ("--set", o)]
         return cmd + (["--from-scratch"] if self.row.control else [])
 
 
-def jobs_for(wanted: dict[tuple[Row, float], dict[str, tuple[GlueTask, set[int]]]]) -> list[Job]:
-    """One job per row and lr: its tasks, and the seeds any of them lacks."""
-    return [
-        Job(row, lr, tuple(t for t, _ in tasks.values()), tuple(sorted(set().union(*(s for _, s in tasks.values())))))
-        for (row, lr), tasks in wanted.items()
-    ]
+def jobs_for(wanted: dict[tuple[Row, float, str], tuple[GlueTask, set[int]]]) -> list[Job]:
+    """One job per row, lr and task, with the seeds it lacks."""
+    return [Job(row, lr, task, tuple(sorted(seeds))) for (row, lr, _), (task, seeds) in wanted.items()]
 
 
 def run_children(jobs: list[Job], parallel: int) -> None:
@@ -410,10 +414,10 @@ def run_children(jobs: list[Job], parallel: int) -> None:
     while pending or running:
         while pending and len(running) < parallel:
             job = pending.pop(0)
-            log = job.row.folder(job.lr) / "glue-tiny.log"
+            log = job.folder / "glue-tiny.log"
             log.parent.mkdir(parents=True, exist_ok=True)
-            tasks = " ".join(t.name for t in job.tasks)
-            print(f"glue_tiny: {job.row.name}, lr {job.lr:g}: {tasks}; log {log}", file=sys.stderr, flush=True)
+            where = f"{job.row.name}, lr {job.lr:g}, {job.task.name}, seeds {' '.join(map(str, job.seeds))}"
+            print(f"glue_tiny: {where}; log {log}", file=sys.stderr, flush=True)
             with log.open("a") as handle:
                 child = subprocess.Popen(job.command(), stdout=handle, stderr=subprocess.STDOUT, env=env)
             running.append((job, log, child))
@@ -422,7 +426,9 @@ def run_children(jobs: list[Job], parallel: int) -> None:
             running.remove(entry)
             job, log, child = entry
             if child.returncode != 0:
-                failed.append(f"{job.row.name} at lr {job.lr:g} (exit {child.returncode}, log {log})")
+                failed.append(
+                    f"{job.row.name} at lr {job.lr:g} on {job.task.name} (exit {child.returncode}, log {log})"
+                )
     if failed:
         raise UsageError("simplified-glue failed for " + "; ".join(failed))
 
@@ -432,11 +438,11 @@ def fine_tune(args: argparse.Namespace, rows: list[Row], tasks: list[GlueTask], 
     stage's missing runs in child processes (with `train`). Returns the sweeps, `sweeps[row.name][task]`."""
     while True:
         sweeps = {row.name: {t.name: sweep(args, row, t) for t in tasks} for row in rows}
-        wanted: dict[tuple[Row, float], dict[str, tuple[GlueTask, set[int]]]] = {}
+        wanted: dict[tuple[Row, float, str], tuple[GlueTask, set[int]]] = {}
         for row in rows:
             for task in tasks:
                 for lr in sweeps[row.name][task.name].missing:
-                    wanted.setdefault((row, lr), {})[task.name] = (task, {args.seeds[0]})
+                    wanted[row, lr, task.name] = (task, {args.seeds[0]})
         if not wanted:
             break
         if not train:
@@ -448,7 +454,7 @@ def fine_tune(args: argparse.Namespace, rows: list[Row], tasks: list[GlueTask], 
             lr = sweeps[row.name][task.name].chosen
             lacking = {s for s in args.seeds if finished(row, lr, task, s) is None}
             if lacking:
-                wanted.setdefault((row, lr), {})[task.name] = (task, lacking)
+                wanted[row, lr, task.name] = (task, lacking)
     if wanted and train:
         run_children(jobs_for(wanted), args.jobs)
     return sweeps

@@ -207,7 +207,7 @@ def _args(tmp_path: Path, *extra: str):
 
 def _finish(row, lr: float, task, seed: int, accuracy: float) -> None:
     """A finished `simplified-glue` run of `row` as it would leave its folder: preset.json and metrics.json."""
-    plan = task_plan(task, seed, row.init, row.folder(lr), glue_tiny.overrides(lr), None, row.control)
+    plan = task_plan(task, seed, row.init, row.folder(lr, task.name), glue_tiny.overrides(lr), None, row.control)
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     (plan.output_dir / "preset.json").write_text(json.dumps(plan.preset.to_dict()))
     metrics = {
@@ -277,11 +277,11 @@ def test_the_sweep_then_every_seed_at_the_chosen_lr_trains_only_what_is_missing(
     def fake(jobs, parallel):
         stages.append(sorted((j.row.name, j.lr, j.seeds) for j in jobs))
         for job in jobs:
-            for task in job.tasks:
-                for seed in job.seeds:
-                    if glue_tiny.finished(job.row, job.lr, task, seed) is None:
-                        value = 0.8 - abs(math.log(job.lr / peak[job.row.control])) / 10 + seed / 100
-                        _finish(job.row, job.lr, task, seed, value)
+            assert job.command()[job.command().index("--output") + 1] == str(job.folder)
+            for seed in job.seeds:
+                if glue_tiny.finished(job.row, job.lr, job.task, seed) is None:
+                    value = 0.8 - abs(math.log(job.lr / peak[job.row.control])) / 10 + seed / 100
+                    _finish(job.row, job.lr, job.task, seed, value)
 
     monkeypatch.setattr(glue_tiny, "run_children", fake)
     sweeps = glue_tiny.fine_tune(args, rows, tasks, train=True)

@@ -959,6 +959,17 @@ def _check_call_causality(call_causal: bool | None, causal: bool, attention_mask
     )
 
 
+def _refuse_packed_rows_in_fixed_cache(position_ids: torch.Tensor, cache: Cache) -> None:
+    """Packed rows need their own mask, which indexes the keys by the call's tokens; a fixed-length cache's keys run
+    to its length, so that mask cannot apply, and the rows would attend across their sequences."""
+    if find_packed_sequence_indices(position_ids) is not None:
+        raise ValueError(
+            "position_ids restart within a row (packed sequences), which a fixed-length cache "
+            f"({type(cache).__name__} of {max_cache_length(cache)} tokens) cannot keep apart. Allowed: cache=None "
+            "(use_cache=False), a DynamicCache, or one sequence per row with an attention_mask."
+        )
+
+
 def _in_graph_with_zero_weight(layer: nn.Module) -> torch.Tensor:
     """`0·Σ sum(p)` over the layer's trainable parameters: an exact 0 whose backward gives them zero gradients."""
     return sum(p.sum() for p in layer.parameters() if p.requires_grad) * 0.0
@@ -1029,18 +1040,15 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 
         # packed rows (no mask, given positions restarting at 0; read on the host): attention stays in each sequence.
-        # Its mask indexes the keys by this call's tokens, so not with a fixed-length cache, whose keys run further
-        # (`generate`'s static-cache prefill gives positions and no mask: compiled, the unpacked check is not made)
+        # Its mask indexes the keys by this call's tokens, so not with a fixed-length cache, whose keys run further:
+        # there packed rows are refused (`generate`'s static-cache prefill gives positions and no mask: compiled, the
+        # positions cannot be read, and neither check is made)
         sequence_ids = None
-        if (
-            given_positions
-            and attention_mask is None
-            and (cache is None or max_cache_length(cache) < 0)
-            and isinstance(past_length, int)
-            and past_length == 0
-            and seq_len > 1
-        ):
-            sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
+        if given_positions and attention_mask is None and isinstance(past_length, int) and past_length == 0:
+            if seq_len > 1 and (cache is None or max_cache_length(cache) < 0):
+                sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
+            elif seq_len > 1 and not is_torchdynamo_compiling():
+                _refuse_packed_rows_in_fixed_cache(position_ids, cache)
         mask_fn = create_causal_mask if causal else create_bidirectional_mask
         # no `position_ids` for the mask: transformers' own packed-row detection would re-index `and_mask_function`
         mask_kwargs = {CACHE_FIELD: cache} if causal else {}
@@ -1096,6 +1104,33 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
 
     def set_output_embeddings(self, new_embeddings: nn.Linear):
         self.lm_head = new_embeddings
+
+    #: inductor's options in `compile_for_decoding`: `freezing` makes the weights constants of the graph (float32 ones
+    #: prepacked for oneDNN's GEMMs); a producer of more than 8 ops is computed once into a buffer, not inlined into
+    #: each row of the one-row reductions that read 16-bit weights (`kernels_simplified.one_row_16bit`), which would
+    #: redo it for every weight row (inductor's default, 30, left a norm and a residual add inside them)
+    decoding_compile_options = {"freezing": True, "realize_opcount_threshold": 8}
+    #: set by `compile_for_decoding`: the weights are constants of the compiled graph, so the model never trains again
+    frozen_for_decoding = False
+
+    def compile_for_decoding(self) -> "SimplifiedForCausalLM":
+        """The compiled decoding recipe (docs/inference.md), in place: eval mode, `forward` compiled whole by inductor
+        with `decoding_compile_options`; decode with `generate(..., cache_implementation="static")`, whose steps all
+        have the same shapes. It compiles on the first call (the prompt's graph and a step's). With the weights frozen
+        into the graph, `train()` is refused from then on: changed weights would never reach it."""
+        self.eval()
+        self.forward = torch.compile(self.forward, fullgraph=True, options=dict(self.decoding_compile_options))
+        self.frozen_for_decoding = True
+        return self
+
+    def train(self, mode: bool = True):
+        if mode and self.frozen_for_decoding:
+            raise RuntimeError(
+                "This model was compiled for decoding (compile_for_decoding): its weights are constants of the "
+                "compiled graph, which training would never update. Train a fresh copy (from_pretrained) and compile "
+                "it for decoding afterwards."
+            )
+        return super().train(mode)
 
     def generate(self, *args, **kwargs):
         """`GenerationMixin.generate`, for causal models only: a bidirectional model (`is_causal=False`, e.g. a

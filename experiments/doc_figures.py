@@ -2067,7 +2067,7 @@ def depth_facts() -> list[Fact]:
     init = result["init_diagnostics"]
     pre_ln = {k: init[k]["pre_ln"] for k in (shallow, deep)}
     others = [init[k][n] for k in (shallow, deep) for n in ("sas", "sas_p", "value_skipinit")]
-    jobs = result["command"].split("--jobs ")[1].split()[0]
+    jobs = result["run_time"]["jobs"]
     page = "docs/reproduction.md"
     return [
         command,
@@ -2118,7 +2118,7 @@ def depth_facts() -> list[Fact]:
         ),
         Fact(
             page,
-            f"{runs} runs, {minutes} minutes of training, {'two' if jobs == '2' else jobs} runs at a time on "
+            f"{runs} runs, {minutes} minutes of training, {'two' if jobs == 2 else jobs} runs at a time on "
             f"{result['environment']['cpu_count']} cores",
         ),
     ]

@@ -103,7 +103,7 @@ def test_both_codes_train_equal_steps(tmp_path):
     weights, both in float64: the per-step losses agree to `TOLERANCE`. Needs `build/authors-parity/venv` (`python -m experiments.authors_parity` sets it up)."""
     python = venv.venv_python(REPO / "build" / "authors-parity")
     if not python.is_file():
-        pytest.skip(f"the authors' venv is not set up ({python} missing): run python -m experiments.authors_parity")
+        pytest.skip(f"the authors' venv is not set up ({python} missing): make authors-venv (make test-slow builds it)")
     from experiments.authors_parity import our_side
     from experiments.authors_parity.__main__ import their_job
     from experiments.authors_parity.settings import build_batches

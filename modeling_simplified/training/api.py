@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -347,6 +349,9 @@ def _result(plan: TrainPlan, trainer: SimplifiedTrainer, model, data, checked: C
         "task": preset.task,
         "block_type": model.config.block_type,
         "dataset": data.source,
+        # the set the eval figures are of (`--eval-dataset`, else `dataset`'s own) and its split
+        "eval_dataset": data.eval_source,
+        "eval_split": data.eval_split,
         "parameters": sum(p.numel() for p in model.parameters()),
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "steps": trainer.state.global_step,
@@ -387,6 +392,8 @@ def _write_run_files(plan: TrainPlan, trainer, model, data, metrics: dict[str, A
         return
     run_info = {
         "dataset": data.source,
+        "eval_dataset": data.eval_source,
+        "eval_split": data.eval_split,
         "steps": metrics["steps"],
         "tokens_seen": metrics["tokens_seen"],
         "learning_rate": preset.training.learning_rate,
@@ -474,7 +481,7 @@ def _model_and_data(preset: Preset, init_from: Path | None, resume_from: Path | 
     if init_from is not None:
         fine_tune = {k: v for k, v in preset.model.items() if k.endswith("dropout")}
         try:
-            model = cls.from_pretrained(str(init_from), **fine_tune, **extra)
+            model = _load_for_fine_tuning(cls, init_from, **fine_tune, **extra)
         except Exception as err:  # noqa: BLE001
             raise UsageError(f"--init-from {init_from}: cannot load a model there ({first_line(err)}).") from None
     else:
@@ -487,6 +494,40 @@ def _model_and_data(preset: Preset, init_from: Path | None, resume_from: Path | 
         fields = {**preset.model, "vocab_size": len(tokenizer), **specials, **extra}
         model = cls(build_config(fields, where=f"preset {preset.name!r} model"))
     return model, data
+
+
+def _load_for_fine_tuning(cls, folder: Path, **kwargs):
+    """`cls.from_pretrained(folder)`, with transformers' load report replaced by one line when it lists only what
+    fine-tuning for another head expects: the trunk loaded whole, the new head's weights missing (so randomly
+    initialised), the checkpoint's own head unused. Any other difference (a trunk weight missing or unused, a shape
+    mismatch) keeps transformers' report."""
+    held: list[logging.LogRecord] = []
+
+    def hold_the_report(record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" in str(record.msg):
+            held.append(record)
+            return False
+        return True
+
+    reporter = logging.getLogger("transformers.modeling_utils")
+    reporter.addFilter(hold_the_report)
+    try:
+        model, info = cls.from_pretrained(str(folder), output_loading_info=True, **kwargs)
+    finally:
+        reporter.removeFilter(hold_the_report)
+    trunk = f"{model.base_model_prefix}."
+    new, unused = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
+    if info["mismatched_keys"] or any(key.startswith(trunk) for key in (*new, *unused)):
+        for record in held:
+            reporter.handle(record)
+    elif new or unused:
+        print(
+            f"--init-from {folder}: the pretrained trunk is loaded whole; the new head's "
+            f"{', '.join(new) or 'weights'} start from random weights and the checkpoint's head "
+            f"({', '.join(unused) or 'none'}) is not used, as fine-tuning for another task expects.",
+            file=sys.stderr,
+        )
+    return model
 
 
 def _classification_metrics(trainer: SimplifiedTrainer, data, final_eval: dict[str, float]) -> dict[str, Any]:

@@ -46,8 +46,11 @@ reproduce-depth: setup
 	$(BIN)/python -m experiments.reproduce --preset codeparrot-depth --depths 2 8 --lr-grid 1e-3 2e-3 4e-3 --jobs 2 $(REPRODUCE_ARGS)
 
 # Training parity with the authors' code (experiments/authors_parity/): their transformers-4.30 venv in
-# build/authors-parity/, their vendored source with a 3-line CPU patch, both codes trained on the same batches.
-# Resumable; about an hour on 2 shared cores. Results in docs/reproduction/authors-parity/results.json.
+# build/authors-parity/, their vendored source with a 3-line CPU patch, both codes trained on the same batches: exact
+# parity, then the study (their blocks' lrs swept, this project's presets walked to the authors' configuration one
+# difference at a time, three-seed initialisation parity). Resumable; about three hours on 2 cores (two runs at a
+# time). Results in docs/reproduction/authors-parity/results.json. The headline claims in the authors' configuration:
+# python -m experiments.reproduce --preset codeparrot-tiny-authors --blocks pre_ln sas sas_p --jobs 2
 reproduce-authors: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m experiments.authors_parity
 

@@ -27,13 +27,16 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The paper's block comparisons in miniature (experiments/reproduce/): CodeParrot next-token prediction, then
+# The paper's block comparisons in miniature (experiments/reproduce/): CodeParrot next-token prediction (the headline:
+# Pre-LN, SAS and SAS-P in the authors' configuration, codeparrot-tiny-authors; then every block in this project's
+# presets), then
 # crammed-BERT masked-LM pre-training, each with an lr sweep per block that grows until it brackets the best lr
 # (on training loss), two seeds at each block's lr and at Pre-LN's, the step time of every block measured alone;
 # RaPTr on the causal side; the masked-LM runs fine-tuned on MR (sentence polarity, fetched with pip). Results in
 # docs/reproduction/<family>/; resumable (a finished run is reused). Hours on 2 cores. Extra options for both via REPRODUCE_ARGS, e.g. REPRODUCE_ARGS="--seeds 0 1 2".
 REPRODUCE_ARGS ?=
 reproduce: setup
+	$(BIN)/python -m experiments.reproduce --preset codeparrot-tiny-authors --blocks pre_ln sas sas_p --jobs 2 $(REPRODUCE_ARGS)
 	$(BIN)/python -m experiments.reproduce --preset codeparrot-tiny --jobs 2 --raptr recommended $(REPRODUCE_ARGS)
 	$(BIN)/python -m experiments.reproduce --preset crammed-bert-tiny --jobs 2 $(REPRODUCE_ARGS)
 	$(MAKE) reproduce-depth

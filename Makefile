@@ -63,14 +63,19 @@ reproduce-authors: setup
 reproduce-glue: setup
 	$(BIN)/python -m experiments.glue_tiny --jobs 2 --seeds 0 1 2 $(REPRODUCE_ARGS)
 
+# PYTEST_JOBS processes (pytest-xdist), one test file each at a time, one torch thread each: most tests are
+# dominated by one Python thread and fresh-process loads, so two processes on CI's 2 cores about halve the time.
+PYTEST_JOBS ?= 2
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/pytest -q -n $(PYTEST_JOBS) --dist loadfile
+
 test: setup
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 test-slow: setup
-	$(BIN)/pytest -q -m slow
+	$(PYTEST) -m slow
 
 test-all: setup
-	$(BIN)/pytest -q -m "slow or not slow"
+	$(PYTEST) -m "slow or not slow"
 
 # On a CUDA machine (set TORCH_SPEC to a CUDA build): bf16 training, sdpa / flash-attention-2 (packed rows included),
 # cached generate and `make bench --device cuda`. Skipped without CUDA, also inside `make test`.

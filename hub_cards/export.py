@@ -30,6 +30,7 @@ from .card import CARD_MARKER, HEADS, render_card, validate_run_info, weights_dt
 #: The shipped custom code: the modeling file and every sibling it imports (save_pretrained copies them all).
 CODE_FILES = (
     "configuration_simplified.py",
+    "fields_simplified.py",
     "modeling_simplified.py",
     "embeddings_simplified.py",
     "kernels_simplified.py",

@@ -26,6 +26,7 @@ from modeling_simplified.hub_cards.export import main as export_main
 PACKAGE = Path(__file__).resolve().parents[1] / "modeling_simplified"
 SHIPPED = (
     "configuration_simplified.py",
+    "fields_simplified.py",
     "modeling_simplified.py",
     "embeddings_simplified.py",
     "kernels_simplified.py",

@@ -29,6 +29,9 @@ ALLOWED_FUNCTION_LEVEL: dict[str, str] = {
     "modeling_simplified: modeling_simplified.configuration_simplified": "the package's names load on first use "
     "(PEP 562), so that importing one of its modules (a console command's) does not import torch and transformers",
     "modeling_simplified: modeling_simplified.modeling_simplified": "the same: the model classes register on first use",
+    "modeling_simplified.training.presets: modeling_simplified.configuration_simplified": "presets are read and "
+    "checked against the config's fields as written in its source; transformers loads only to build a config, so "
+    "`simplified-train --help`, `--list-presets` and `--show` answer without it",
 }
 #: the checkout's tools: plain folders that import the installed package
 TOOLS = ("benchmarks", "experiments", "examples")
@@ -191,5 +194,23 @@ def test_the_package_and_its_commands_module_import_without_torch():
         "    getattr(modeling_simplified, name)\n"
         "from transformers import AutoConfig\n"
         "assert type(AutoConfig.for_model('simplified')).__name__ == 'SimplifiedConfig'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_train_commands_quick_answers_import_neither_torch_nor_transformers():
+    """`simplified-train --help`, `--list-presets`, `--show NAME` and a mistyped option read the presets and the
+    block types (`fields_simplified`, the source of the config's fields), never the model stack: each answers in the
+    time of a Python start, not of importing torch."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from modeling_simplified.training.cli import main\n"
+        "for argv in (['--help'], ['--list-presets'], ['--show', 'codeparrot-sas'], ['--bogus']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "        try:\n"
+        "            main(argv)\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        "assert not {'torch', 'transformers'} & set(sys.modules), sorted(set(sys.modules) & {'torch', 'transformers'})\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

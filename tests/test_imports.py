@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED_FUNCTION_LEVEL: dict[str, str] = {
     "modeling_simplified.training.cli: modeling_simplified.training.api": "the training stack (Trainer, datasets, "
     "matplotlib) loads once the arguments are read: `--help` and bad options answer without it",
+    "modeling_simplified.training.glue_cli: modeling_simplified.training.glue": "the same for `simplified-glue`: "
+    "its `--help` and bad options answer from the task table (`glue_tasks`) before the fine-tuning code loads",
     "modeling_simplified.training.glue: modeling_simplified.training.api": "the same for `simplified-glue`: the "
     "training stack loads for the first fine-tuning run, after the tasks and seeds are checked",
     "modeling_simplified: modeling_simplified.configuration_simplified": "the package's names load on first use "
@@ -198,17 +200,20 @@ def test_the_package_and_its_commands_module_import_without_torch():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-def test_the_train_commands_quick_answers_import_neither_torch_nor_transformers():
+def test_the_training_commands_quick_answers_import_neither_torch_nor_transformers():
     """`simplified-train --help`, `--list-presets`, `--show NAME` and a mistyped option read the presets and the
-    block types (`fields_simplified`, the source of the config's fields), never the model stack: each answers in the
-    time of a Python start, not of importing torch."""
+    block types (`fields_simplified`, the source of the config's fields), `simplified-glue --help` and its typos the
+    task table (`glue_tasks`), never the model stack: each answers in the time of a Python start, not of importing
+    torch."""
     code = (
         "import contextlib, io, sys\n"
         "from modeling_simplified.training.cli import main\n"
-        "for argv in (['--help'], ['--list-presets'], ['--show', 'codeparrot-sas'], ['--bogus']):\n"
+        "from modeling_simplified.training.glue_cli import main as glue\n"
+        "for command, argv in ((main, ['--help']), (main, ['--list-presets']), (main, ['--show', 'codeparrot-sas']),\n"
+        "                      (main, ['--bogus']), (glue, ['--help']), (glue, ['--bogus'])):\n"
         "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
         "        try:\n"
-        "            main(argv)\n"
+        "            command(argv)\n"
         "        except SystemExit:\n"
         "            pass\n"
         "assert not {'torch', 'transformers'} & set(sys.modules), sorted(set(sys.modules) & {'torch', 'transformers'})\n"

@@ -20,8 +20,8 @@ from modeling_simplified import (
     SimplifiedForSequenceClassification,
     SimplifiedModel,
 )
+from modeling_simplified.hub_cards.cli import export_main
 from modeling_simplified.hub_cards.export import export_model
-from modeling_simplified.hub_cards.export import main as export_main
 
 PACKAGE = Path(__file__).resolve().parents[1] / "modeling_simplified"
 SHIPPED = (

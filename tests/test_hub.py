@@ -31,9 +31,8 @@ from modeling_simplified import (
 )
 from modeling_simplified.configuration_simplified import AUTO_MAP, BLOCK_PRESETS, BLOCKS, __version__
 from modeling_simplified.hub_cards import card as card_mod
+from modeling_simplified.hub_cards.cli import export_main, push_main
 from modeling_simplified.hub_cards.export import CODE_FILES, ExportError, export_model
-from modeling_simplified.hub_cards.export import main as export_main
-from modeling_simplified.hub_cards.push import main as push_main
 from modeling_simplified.hub_cards.push import make_api, push_export
 
 AUTO = {

@@ -3,6 +3,7 @@ process that cannot import this package, through the real `huggingface_hub` clie
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -19,6 +20,7 @@ from conftest import TOKEN, perturb_, tiny_config
 from hub_server import HubServer, git_blob_sha
 from safetensors import safe_open
 
+import modeling_simplified.modeling_simplified as modeling_mod
 from modeling_simplified import (
     BLOCK_TYPES,
     SimplifiedConfig,
@@ -29,9 +31,8 @@ from modeling_simplified import (
 )
 from modeling_simplified.configuration_simplified import AUTO_MAP, BLOCK_PRESETS, BLOCKS, __version__
 from modeling_simplified.hub_cards import card as card_mod
+from modeling_simplified.hub_cards.cli import export_main, push_main
 from modeling_simplified.hub_cards.export import CODE_FILES, ExportError, export_model
-from modeling_simplified.hub_cards.export import main as export_main
-from modeling_simplified.hub_cards.push import main as push_main
 from modeling_simplified.hub_cards.push import make_api, push_export
 
 AUTO = {
@@ -43,8 +44,11 @@ EXPORT_FILES = {
     "README.md",
     "config.json",
     "configuration_simplified.py",
+    "fields_simplified.py",
     "modeling_simplified.py",
+    "embeddings_simplified.py",
     "kernels_simplified.py",
+    "checkpoints_simplified.py",
     "compat_simplified.py",
     "tensor_parallel_simplified.py",
     "model.safetensors",
@@ -253,6 +257,21 @@ def test_export_folder_is_exactly_the_hub_folder(cls, tmp_path, bpe_tokenizer):
         assert generation["pad_token_id"] == bpe_tokenizer.pad_token_id
 
 
+def test_code_files_are_the_modeling_file_and_every_sibling_it_reaches():
+    """`CODE_FILES` is what `save_pretrained` ships: the modeling file and, transitively, every module it imports by
+    a single-dot sibling import; and every `*_simplified.py` module of the package is one of them (a new shipped
+    module missing from `CODE_FILES` fails here, not on a user's `trust_remote_code` load)."""
+    package = Path(modeling_mod.__file__).parent
+    reached, todo = set(), ["modeling_simplified.py"]
+    while todo:
+        name = todo.pop()
+        reached.add(name)
+        for node in ast.walk(ast.parse((package / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and f"{node.module}.py" not in reached:
+                todo.append(f"{node.module}.py")
+    assert reached == set(CODE_FILES) == {p.name for p in package.glob("*_simplified.py")}
+
+
 def test_export_refuses_foreign_folders_and_replaces_previous_exports(tmp_path):
     model = make_model(SimplifiedForCausalLM, "pre_ln")
     foreign = tmp_path / "foreign"
@@ -277,7 +296,10 @@ def test_export_refuses_foreign_folders_and_replaces_previous_exports(tmp_path):
 @pytest.mark.parametrize(
     "run_info, message",
     [
-        ({"stepz": 3}, r"run_info key 'stepz' is not known; allowed keys: dataset, datasets, steps"),
+        (
+            {"stepz": 3},
+            r"run_info key 'stepz' is not known; allowed keys: dataset, datasets, eval_dataset, eval_split, steps",
+        ),
         ({"steps": "many"}, r"run_info\['steps'\] must be an int, got 'many'"),
         ({"steps": 2.5}, r"run_info\['steps'\] must be an int, got 2.5"),
         ({"eval_loss": True}, r"run_info\['eval_loss'\] must be a number, got True"),

@@ -452,6 +452,14 @@ FAMILIES = {
 }
 
 
+def _signals_as_a_shell_leaves_them() -> None:
+    """In the child before exec: no signal blocked and SIGINT at its default, as a shell starts a command. A test
+    worker's process may carry another state (a library that blocked or ignored SIGINT around its own child), which
+    exec would pass on and which would swallow the Ctrl-C these tests send."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Launched:
     """A process whose stdout and stderr go to files (no pipe to fill while the test waits for a line)."""
 
@@ -460,7 +468,9 @@ class Launched:
         self.out, self.err = folder / "stdout", folder / "stderr"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": "", **env}  # the in-process threads
         with self.out.open("w") as out, self.err.open("w") as err:
-            self.proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=err)
+            self.proc = subprocess.Popen(
+                command, cwd=REPO, env=env, stdout=out, stderr=err, preexec_fn=_signals_as_a_shell_leaves_them
+            )
 
     def wait_for(self, text: str, where: str = "out", timeout: float = 600) -> None:
         """Until `text` is in the process's stdout (or stderr); it must still be running."""
@@ -541,6 +551,24 @@ def test_a_signal_before_training_stops_at_once_without_a_traceback(tmp_path):
     run.proc.send_signal(signal.SIGINT)
     assert run.finish() == 130, run.stderr()[-3000:]
     assert _one_line(run.stderr()).startswith("simplified-train: stopped at once by SIGINT")
+
+
+@pytest.mark.parametrize("moment", ["importing torch", "importing the package"])
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, moment):
+    """Ctrl-C before `simplified-train` has even imported its modules (the console script's seconds of torch and
+    transformers imports): status 130 and one line, no KeyboardInterrupt traceback (`modeling_simplified/commands.py`)."""
+    script = Path(sys.executable).parent / "simplified-train"
+    run = Launched([str(script), *CAUSAL, "--output-dir", str(tmp_path / "run")], tmp_path / "logs")
+    # a shared library the process has mapped: torch's (early in `import torch`), safetensors' (later: the package)
+    loaded = "libtorch_cpu" if moment == "importing torch" else "_safetensors_rust"
+    deadline = time.time() + 300
+    while loaded not in Path(f"/proc/{run.proc.pid}/maps").read_text():
+        assert run.proc.poll() is None and time.time() < deadline, run.stderr()[-3000:]
+        time.sleep(0.01)
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish() == 130, run.stderr()[-3000:]
+    assert _one_line(run.stderr()).startswith("simplified-train: ")
+    assert not (tmp_path / "run").exists()
 
 
 def _torchrun(*args: str) -> list[str]:

@@ -32,7 +32,7 @@ from typing import Any
 
 from .glue_tasks import DISPLAY, GLUE, GLUE_TASKS, NOT_SCORED, TABLE2_TASKS
 from .plan import TrainPlan
-from .presets import EMBEDDED, MODEL_FIELDS, UsageError, apply_override, first_line, load_preset, validate
+from .presets import EMBEDDED, UsageError, apply_override, first_line, load_preset, model_fields, validate
 from .runs import pretrained_dir
 
 #: the fine-tuning recipe (configuration/glue.json): App. D.2's, as cramming's
@@ -89,7 +89,7 @@ def architecture(pretrained: Path) -> dict[str, Any]:
     """The model fields of a pretrained model's config.json (a folder `pretrained_dir` found), less the vocabulary
     size and special token ids: what a from-scratch control builds with the pretrained run's tokenizer."""
     config = json.loads((pretrained / "config.json").read_text())
-    return {k: config[k] for k in MODEL_FIELDS if k in config and k not in NOT_ARCHITECTURE}
+    return {k: config[k] for k in model_fields() if k in config and k not in NOT_ARCHITECTURE}
 
 
 def task_plan(

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo lint test test-slow test-all test-gpu test-compat bench reproduce reproduce-depth reproduce-authors reproduce-glue clean
+.PHONY: setup demo lint test test-slow test-all test-gpu test-compat test-clients bench reproduce reproduce-depth reproduce-authors reproduce-glue clean
 
 setup: $(VENV)/.installed
 
@@ -76,6 +76,20 @@ test-gpu: setup
 # floor (4.x and the last 5.x before it). Venvs are cached in build/compat/ (the local torch wheel + transformers only). tests/compat/run.py
 test-compat: setup
 	$(BIN)/python tests/compat/run.py $(COMPAT_ARGS)
+
+# The clients users bring (docs/clients.md: lm-evaluation-harness, TRL, torchao) on tiny exports, every test of
+# tests/test_clients.py, in a venv of their own with the `clients` extra (build/clients/venv, created when missing):
+# torchao logs at import, and transformers imports it in every process that loads a model, so it stays out of .venv.
+CLIENTS_VENV ?= build/clients/venv
+$(CLIENTS_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(CLIENTS_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	PYTHONWARNINGS="ignore:Editable installation" $(CLIENTS_VENV)/bin/python -m pip install -q -e ".[test,clients]" "$(TORCH_SPEC)"
+	touch $@
+
+test-clients: $(CLIENTS_VENV)/.installed
+	$(CLIENTS_VENV)/bin/pytest -q -m "slow or not slow" tests/test_clients.py
 
 # Every benchmark section (benchmarks/sections/; e.g. training steps vs pre_ln and GPT2LMHeadModel at the paper shape);
 # prints tables, writes benchmark.json. Not collected by pytest. Pass options with BENCH_ARGS, e.g.

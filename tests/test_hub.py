@@ -47,6 +47,8 @@ EXPORT_FILES = {
     "kernels_simplified.py",
     "compat_simplified.py",
     "tensor_parallel_simplified.py",
+    "weight_decay_simplified.py",
+    "quantization_simplified.py",
     "model.safetensors",
 }
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json"}

@@ -1,4 +1,4 @@
-"""The docs' figures against the committed JSON (`experiments/doc_figures.py`): every generated table is what the
+"""The docs' figures against the committed JSON (`experiments/doc_figures/`): every generated table is what the
 JSON renders, every checked number and verdict of hand-written prose is in its page at its printed precision, a
 changed result leaves the docs stale (so CI fails), and `docs/benchmark/` holds the runs the docs cite, no more."""
 
@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from experiments import doc_check, doc_figures
+from experiments import doc_figures
+from experiments.doc_figures import benchruns, claims, data, prose
+from experiments.doc_figures import text as doc_text
+from experiments.doc_figures.check import Check
+from experiments.doc_figures.pages import FAMILIES
+from experiments.doc_figures.pages import reproduction as reproduction_page
+from experiments.doc_figures.pages import reproduction_depth as depth_page
+from experiments.doc_figures.pages import speed as speed_page
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -19,15 +26,13 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def fresh_json(monkeypatch, tmp_path):
     """A copy of the committed JSON that a test may change; the tool reads the copy."""
-    shutil.copytree(doc_figures.REPRODUCTION, tmp_path / "reproduction", ignore=shutil.ignore_patterns("*.png"))
-    shutil.copytree(doc_figures.BENCHMARK, tmp_path / "benchmark", ignore=shutil.ignore_patterns("*.md"))
-    monkeypatch.setattr(doc_figures, "REPRODUCTION", tmp_path / "reproduction")
-    monkeypatch.setattr(doc_figures, "BENCHMARK", tmp_path / "benchmark")
-    doc_figures.reproduction.cache_clear()
-    doc_figures.run.cache_clear()
+    shutil.copytree(data.REPRODUCTION, tmp_path / "reproduction", ignore=shutil.ignore_patterns("*.png"))
+    shutil.copytree(data.BENCHMARK, tmp_path / "benchmark", ignore=shutil.ignore_patterns("*.md"))
+    monkeypatch.setattr(data, "REPRODUCTION", tmp_path / "reproduction")
+    monkeypatch.setattr(data, "BENCHMARK", tmp_path / "benchmark")
+    data.clear_cache()
     yield tmp_path
-    doc_figures.reproduction.cache_clear()
-    doc_figures.run.cache_clear()
+    data.clear_cache()
 
 
 def _edit(path: Path, change) -> None:
@@ -40,8 +45,8 @@ def _edit(path: Path, change) -> None:
 def test_every_generated_block_is_rendered_from_the_committed_json(page):
     text = (REPO / page).read_text()
     assert text.count("<!-- generated:") == text.count("<!-- /generated:") == len(doc_figures.blocks_in(text))
-    old = {m["name"]: m[0] for m in doc_figures._BLOCK.finditer(text)}
-    new = {m["name"]: m[0] for m in doc_figures._BLOCK.finditer(doc_figures.regenerate(text))}
+    old = {m["name"]: m[0] for m in doc_figures.BLOCK.finditer(text)}
+    new = {m["name"]: m[0] for m in doc_figures.BLOCK.finditer(doc_figures.regenerate(text))}
     stale = [name for name in old if old[name] != new[name]]
     assert not stale, f"{page}: run `python -m experiments.doc_figures` (stale: {', '.join(stale)})"
 
@@ -49,9 +54,9 @@ def test_every_generated_block_is_rendered_from_the_committed_json(page):
 def test_every_block_is_used_and_every_fact_is_in_its_page():
     used = {name for page in doc_figures.PAGES for name in doc_figures.blocks_in((REPO / page).read_text())}
     assert used == set(doc_figures.BLOCKS)
-    facts = doc_figures.facts()
+    facts = doc_figures.all_facts()
     assert len(facts) > 50 and {f.page for f in facts} <= set(doc_figures.PAGES)
-    missing = doc_figures.missing_facts()
+    missing = Check().missing_facts()
     assert not missing, "\n".join(f"{f.page} lacks: {f.text}" for f in missing)
 
 
@@ -59,16 +64,16 @@ def test_verdict_words_are_the_committed_verdicts():
     """The generated claims tables carry each committed verdict; a prose verdict is the committed one's word."""
     page = (REPO / "docs" / "reproduction.md").read_text()
     for family in ("codeparrot-tiny", "crammed-bert-tiny"):
-        result = doc_figures.reproduction(family)
+        result = data.reproduction(family)
         for setting in ("best_lr", "shared_lr"):
             for row in result["settings"][setting]["claims"]:
-                word = doc_figures.verdict_word(row["verdict"])
+                word = doc_text.verdict_word(row["verdict"])
                 assert word in ("held", "did not hold", "inconclusive"), row["verdict"]
-                cell = doc_figures._claim_cell(row)
+                cell = reproduction_page.claim_cell(row)
                 assert cell.lstrip("*").startswith(word) and cell in page
                 # the direction, read from the command's own summary of the claim ("mean 4.0345 vs 4.5443 (-11.22%)")
                 (gap,) = re.findall(r"mean [\d.]+ vs [\d.]+ \(([+-][\d.]+)%\)", row["numbers"])
-                first, second = (doc_figures.CLAIM_LABELS[b] for b in row["loss"])
+                first, second = (claims.CLAIM_LABELS[b] for b in row["loss"])
                 if abs(float(gap)) >= 0.05:
                     way = "ahead of" if float(gap) < 0 else "behind"
                     (by,) = re.findall(rf"{re.escape(f'{first} {way} {second} by ')}([\d.]+)%", cell) or [cell]
@@ -78,16 +83,16 @@ def test_verdict_words_are_the_committed_verdicts():
                 assert not re.search(r": [+−-]?\d", cell), cell  # no bare signed figure: the words say which way
                 if word == "did not hold" and " within " in row["claim"]:
                     assert cell.endswith(", not matched")
-    for row in doc_figures.reproduction(doc_figures.DEPTH)["claims"]:
-        cell = doc_figures.depth_claim_cell(row)
-        assert cell.lstrip("*").startswith(doc_figures.verdict_word(row["verdict"])) and cell in page
-    assert not doc_figures.unchecked_verdicts(), "\n".join(doc_figures.unchecked_verdicts())
-    assert doc_figures.verdict_word("did NOT hold") == "did not hold"
-    assert doc_figures.verdict_word("inconclusive (seeds disagree)") == "inconclusive"
-    cp = doc_figures.reproduction("codeparrot-tiny")
-    assert doc_figures.in_both(cp, "SAS-P ahead of SAS") == "did not hold in either setting"
-    assert doc_figures.in_both(cp, "SAS ahead of Pre-LN") == "held in both settings"
-    assert doc_figures.in_both(cp, "SAS-P within 2% of the parallel") == (
+    for row in data.reproduction(data.DEPTH)["claims"]:
+        cell = depth_page.claim_cell_across(row)
+        assert cell.lstrip("*").startswith(doc_text.verdict_word(row["verdict"])) and cell in page
+    assert not Check().unchecked_verdicts(), "\n".join(Check().unchecked_verdicts())
+    assert doc_text.verdict_word("did NOT hold") == "did not hold"
+    assert doc_text.verdict_word("inconclusive (seeds disagree)") == "inconclusive"
+    cp = data.reproduction("codeparrot-tiny")
+    assert claims.in_both(cp, "SAS-P ahead of SAS") == "did not hold in either setting"
+    assert claims.in_both(cp, "SAS ahead of Pre-LN") == "held in both settings"
+    assert claims.in_both(cp, "SAS-P within 2% of the parallel") == (
         "did not hold at the blocks' own best lrs, inconclusive at Pre-LN's"
     )
 
@@ -97,7 +102,7 @@ def test_a_changed_reproduction_result_leaves_its_tables_and_prose_stale(fresh_j
     that quotes them no longer match the pages."""
     readme = (REPO / "README.md").read_text()
     reproduction = (REPO / "docs" / "reproduction.md").read_text()
-    assert doc_figures.regenerate(reproduction) == reproduction and not doc_figures.missing_facts()
+    assert doc_figures.regenerate(reproduction) == reproduction and not Check().missing_facts()
 
     def change(result):
         (row,) = [c for c in result["settings"]["best_lr"]["claims"] if c["claim"].startswith("SAS-P ahead of SAS")]
@@ -105,10 +110,10 @@ def test_a_changed_reproduction_result_leaves_its_tables_and_prose_stale(fresh_j
         result["raptr"]["equal_steps"]["raptr_minus_full_mean"] = -0.25
 
     _edit(fresh_json / "reproduction" / "codeparrot-tiny" / "results.json", change)
-    doc_figures.reproduction.cache_clear()
+    data.clear_cache()
     regenerated = doc_figures.regenerate(reproduction)
     assert regenerated != reproduction and "**held**: SAS-P behind SAS by 1.3% (seeds 2.3%, 0.2%)" in regenerated
-    missing = {(f.page, f.text) for f in doc_figures.missing_facts()}
+    missing = {(f.page, f.text) for f in Check().missing_facts()}
     assert any(page == "README.md" and "−0.250" in text for page, text in missing)
     assert any(
         page == "docs/reproduction.md" and "SAS-P ahead of SAS at equal time held" in text for page, text in missing
@@ -122,14 +127,14 @@ def test_a_claim_whose_blocks_swap_places_reads_the_other_way_in_table_and_prose
     page = (REPO / "docs" / "reproduction.md").read_text()
 
     def change(result):
-        row = doc_figures.claim(result, "best_lr", "SAS within 2% of Pre-LN")
+        row = claims.claim(result, "best_lr", "SAS within 2% of Pre-LN")
         row["loss"] = dict(zip(row["loss"], reversed(list(row["loss"].values()))))
 
     _edit(fresh_json / "reproduction" / "codeparrot-tiny" / "results.json", change)
-    doc_figures.reproduction.cache_clear()
+    data.clear_cache()
     regenerated = doc_figures.regenerate(page)
     assert "**did not hold**: SAS behind Pre-LN by 12." in regenerated and regenerated != page
-    missing = [f.text for f in doc_figures.missing_facts() if f.page == "docs/reproduction.md"]
+    missing = [f.text for f in Check().missing_facts() if f.page == "docs/reproduction.md"]
     assert any(text.startswith("they are NEITHER ahead nor behind of it") for text in missing), missing
 
 
@@ -142,11 +147,11 @@ def test_a_changed_depth_result_leaves_its_tables_and_prose_stale(fresh_json):
         result["claims"][-1]["verdict"] = "inconclusive (seeds disagree)"
         result["run_time"]["training_s"] += 600
 
-    _edit(fresh_json / "reproduction" / doc_figures.DEPTH / "results.json", change)
-    doc_figures.reproduction.cache_clear()
-    gap = doc_figures.reproduction(doc_figures.DEPTH)["claims"][-1]["claim"]
+    _edit(fresh_json / "reproduction" / data.DEPTH / "results.json", change)
+    data.clear_cache()
+    gap = data.reproduction(data.DEPTH)["claims"][-1]["claim"]
     assert f"| {gap} | inconclusive:" in doc_figures.regenerate(page)
-    missing = {(f.page, f.text) for f in doc_figures.missing_facts()}
+    missing = {(f.page, f.text) for f in Check().missing_facts()}
     assert any(p == "docs/reproduction.md" and "(inconclusive). It is" in text for p, text in missing)
     assert any(p == "docs/reproduction.md" and "minutes of training" in text for p, text in missing)
 
@@ -163,11 +168,9 @@ def test_a_depth_family_whose_control_fails_reads_its_claims_as_untestable(fresh
         control["verdict"] = "untestable in this setting (the Pre-LN control did not gain from depth)"
         control["held"], control["verdict_in_setting"] = None, "did not hold"
 
-    _edit(fresh_json / "reproduction" / doc_figures.DEPTH / "results.json", change)
-    doc_figures.reproduction.cache_clear()
-    missing = {
-        text for p, text in ((f.page, f.text) for f in doc_figures.missing_facts()) if p.endswith("reproduction.md")
-    }
+    _edit(fresh_json / "reproduction" / data.DEPTH / "results.json", change)
+    data.clear_cache()
+    missing = {text for p, text in ((f.page, f.text) for f in Check().missing_facts()) if p.endswith("reproduction.md")}
     assert any("so this setting cannot test Fig. 6's claims across depths" in text for text in missing)
     assert any("So Fig. 6's contrast does not hold in miniature" in text for text in missing)
 
@@ -175,9 +178,9 @@ def test_a_depth_family_whose_control_fails_reads_its_claims_as_untestable(fresh
 def test_a_changed_benchmark_run_leaves_the_speed_tables_and_prose_stale(fresh_json):
     speed = (REPO / "docs" / "speed.md").read_text()
     _edit(fresh_json / "benchmark" / "run16.json", lambda run: run["raptr"].update(half_over_full_median=0.7))
-    doc_figures.run.cache_clear()
+    data.clear_cache()
     assert "| 0.673 | 0.644 | 0.640 | 0.700 |" in doc_figures.regenerate(speed)
-    missing = [f for f in doc_figures.missing_facts() if f.page == "docs/raptr.md"]
+    missing = [f for f in Check().missing_facts() if f.page == "docs/raptr.md"]
     assert [f.text for f in missing] and all("0.640–0.700" in f.text for f in missing)
 
 
@@ -190,16 +193,16 @@ def test_a_changed_run_meta_leaves_the_host_prose_stale(fresh_json):
 
     _edit(fresh_json / "benchmark" / "bf16precision1.json", faster_bf16)
     _edit(fresh_json / "benchmark" / "bf16decode1.json", faster_bf16)
-    doc_figures.run.cache_clear()
-    missing = {(f.page, f.text) for f in doc_figures.missing_facts()}
+    data.clear_cache()
+    missing = {(f.page, f.text) for f in Check().missing_facts()}
     assert ("docs/inference.md", "On that host the bf16 GEMM peak is NOT below the float32 one") in missing
     assert any(
         page == "docs/speed.md" and "is 4.00 of its float32 one (600 against 150" in text for page, text in missing
     )
     _edit(fresh_json / "benchmark" / "run16.json", lambda run: run["meta"].update(torch="2.14.0+cpu"))
-    doc_figures.run.cache_clear()
+    data.clear_cache()
     with pytest.raises(ValueError, match="reword it"):
-        doc_figures.speed_page_facts()
+        speed_page.protocol()
 
 
 def test_the_check_command_passes_on_the_committed_docs_and_rewrites_nothing():
@@ -220,9 +223,10 @@ def test_docs_benchmark_holds_the_runs_the_docs_cite_and_every_cited_file_exists
     """Every file of docs/benchmark/ is named by a current page or tool (older runs live in git history and the
     CHANGELOG), and every docs/benchmark/ file a page or tool names is there."""
     sources = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "benchmarks").rglob("*.py")]
-    sources += [REPO / "experiments" / "doc_figures.py", REPO / "tests" / "test_benchmark.py"]
+    sources += [*(REPO / "experiments" / "doc_figures").rglob("*.py"), REPO / "tests" / "test_benchmark.py"]
     text = "\n".join(p.read_text() for p in sources)
-    runs = {*doc_figures.CURRENT_RUNS, *doc_figures.DECODE_RUNS, *doc_figures.FAST_HOST_RUNS, *doc_figures.BF16_RUNS}
+    runs = {*benchruns.CURRENT_RUNS, *benchruns.DECODE_RUNS, *benchruns.FAST_HOST_RUNS, *benchruns.BF16_RUNS}
+    runs |= set(re.findall(r'\brun\("(\w+)"\)', text))  # the files the tool reads by name: `run("gemv")`
     for path in sorted((REPO / "docs" / "benchmark").iterdir()):
         cited = path.name in text or path.stem in runs  # a run cited by the tool: its JSON and its tables
         assert cited, f"docs/benchmark/{path.name} is cited by no page or tool"
@@ -236,11 +240,11 @@ def test_every_page_is_read_the_changelog_and_every_docs_page_among_them():
 
 
 def test_every_number_of_every_page_is_checked_or_exempt_by_a_named_rule():
-    assert not doc_figures.unchecked_numbers(), "\n".join(doc_figures.unchecked_numbers())
+    assert not Check().unchecked_numbers(), "\n".join(Check().unchecked_numbers())
 
 
-def _page(text: str, facts: tuple[str, ...] = ()) -> doc_check.Page:
-    return doc_check.Page.read("p.md", text, list(facts), doc_figures._BLOCK)
+def _page(text: str, facts: tuple[str, ...] = ()) -> prose.Page:
+    return prose.Page.read("p.md", text, list(facts), doc_figures.BLOCK)
 
 
 @pytest.mark.parametrize(
@@ -281,37 +285,52 @@ def test_verdict_words_are_found_in_any_case_and_a_fact_checks_them():
 
 
 def test_a_mutation_changes_one_checked_number_verdict_or_comparison_word():
-    far = " " * doc_check.NEAR
+    far = " " * prose.NEAR
     page = _page(f"x: SAS is 1.25 faster, it held;{far}3 more than y, 4.", ("SAS is 1.25 faster, it held",))
-    found = {(m.kind, m.old, m.new) for m in doc_check.mutations(page)}
+    found = {(m.kind, m.old, m.new) for m in prose.mutations(page)}
     assert found == {
         ("number", "1.25", "1.26"),
         ("verdict", "held", "did not hold"),
         ("comparison", "faster", "slower"),
     }
-    assert doc_check.apply(page, next(iter(doc_check.mutations(page)))).startswith("x: SAS is 1.26 faster")
-    assert doc_check._bump("0.99") == "0.98" and doc_check._bump("−0.050") == "−0.051"
+    assert prose.apply(page, next(iter(prose.mutations(page)))).startswith("x: SAS is 1.26 faster")
+    assert prose._bump("0.99") == "0.98" and prose._bump("−0.050") == "−0.051"
 
 
 def test_a_mutation_outside_the_checked_text_is_missed():
     """The harness itself: a comparison word beside a checked number but outside its fact is a miss."""
-    check = doc_figures.Check()
+    check = Check()
     text = (REPO / "docs" / "speed.md").read_text()
     fact = check.facts["docs/speed.md"][0]
-    tail = doc_check.NUMBER.findall(fact)[-1]
+    tail = prose.NUMBER.findall(fact)[-1]
     text = text.replace(fact, fact + " ahead", 1)
     page = check.page("docs/speed.md", text)
-    assert any(m.kind == "comparison" for m in doc_check.mutations(page)), tail
+    assert any(m.kind == "comparison" for m in prose.mutations(page)), tail
     _, missed = check.misses("docs/speed.md", text, number_every=10**9)
     assert [m for m in missed if m.kind == "comparison"]
 
 
 def test_the_check_catches_every_verdict_and_comparison_mutation_and_a_sample_of_the_numbers():
-    total, missed = doc_figures.Check().mutations(number_every=25)
+    total, missed = Check().mutations(number_every=25)
     assert total > 100 and not missed, "\n".join(f"{m.page}: {m.old!r} → {m.new!r} in …{m.context}…" for m in missed)
 
 
 @pytest.mark.slow
 def test_the_check_catches_every_mutation():
-    total, missed = doc_figures.Check().mutations()
+    total, missed = Check().mutations()
     assert total > 1000 and not missed, "\n".join(f"{m.page}: {m.old!r} → {m.new!r} in …{m.context}…" for m in missed)
+
+
+def test_the_tool_is_small_modules_and_no_page_family_imports_another():
+    """Every module of the package stays under 800 lines, and a page family's module imports only the shared
+    mechanism and modules of its own family, so that one page's facts are read in one place."""
+    package = REPO / "experiments" / "doc_figures"
+    for path in package.rglob("*.py"):
+        assert len(path.read_text().splitlines()) <= 800, path
+    for modules in FAMILIES.values():
+        own = {m.__name__.rsplit(".", 1)[1] for m in modules}
+        for module in modules:
+            siblings = set(re.findall(r"^from \.(\w+) import", Path(module.__file__).read_text(), re.MULTILINE))
+            assert siblings <= own, (module.__name__, siblings - own)
+    listed = {m.__name__.rsplit(".", 1)[1] for modules in FAMILIES.values() for m in modules}
+    assert listed == {p.stem for p in (package / "pages").glob("*.py") if p.stem != "__init__"}

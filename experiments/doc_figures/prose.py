@@ -12,9 +12,8 @@ import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from .data import REPO
 
 #: a number as the prose writes one: 12, 1,024, 0.96, 1.2e-3, −0.050, 2.3×, 77%
 NUMBER = re.compile(r"(?<![\w.])(?:[−+-])?\d+(?:,\d{3})*(?:\.\d+)?(?:e[−-]?\d+)?[KMB]?(?![\w])")

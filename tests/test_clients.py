@@ -488,7 +488,10 @@ def test_torchao_int8_quantizes_every_matrix_of_an_export_and_decodes(block_type
             )  # fmt: skip
             cached = torch.stack(out.logits, 1)
             mask = torch.cat([rows["attention_mask"], torch.ones_like(out.sequences[:, -6:])], 1)
-            uncached = model(input_ids=out.sequences, attention_mask=mask, use_cache=False).logits[:, -7:-1]
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as generate() derives them from a left-padded mask
+            uncached = model(
+                input_ids=out.sequences, attention_mask=mask, position_ids=positions, use_cache=False
+            ).logits[:, -7:-1]
         # the cached steps compute what one uncached forward over the decoded sequence computes, to float rounding
         # (a near-tie may still pick another token than recomputing each prefix would: int8 shifts the ties)
         torch.testing.assert_close(cached, uncached, rtol=0, atol=1e-4 * uncached.abs().max().item())

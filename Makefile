@@ -103,18 +103,23 @@ test-compat: setup
 	$(BIN)/python tests/compat/run.py $(COMPAT_ARGS)
 
 # The clients users bring (docs/clients.md: lm-evaluation-harness, TRL, torchao) on tiny exports, every test of
-# tests/test_clients.py, in a venv of their own with the `clients` extra (build/clients/venv, created when missing):
+# tests/test_clients.py, in a venv of their own with the `clients` extra (build/clients/venv, rebuilt with .venv):
 # torchao logs at import, and transformers imports it in every process that loads a model, so it stays out of .venv.
+# The clients venv is layered on .venv (a .pth adds .venv's site-packages, and so its editable install, after its
+# own): it installs only the `clients` extra and what that adds, not torch and transformers again.
 CLIENTS_VENV ?= build/clients/venv
-$(CLIENTS_VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(CLIENTS_VENV)
-	$(CLIENTS_VENV)/bin/python -m pip install -q --upgrade pip
-	$(CLIENTS_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
-	PYTHONWARNINGS="ignore:Editable installation" $(CLIENTS_VENV)/bin/python -m pip install -q -e ".[test,clients]" "$(TORCH_SPEC)"
+$(CLIENTS_VENV)/.installed: $(VENV)/.installed pyproject.toml Makefile
+	rm -rf $(CLIENTS_VENV)
+	$(PYTHON) -m venv --without-pip $(CLIENTS_VENV)
+	$(BIN)/python -c 'import sysconfig; print("import site; site.addsitedir(%r)" % sysconfig.get_paths()["purelib"])' \
+		> "$$($(CLIENTS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_base_venv.pth"
+	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["clients"]))' \
+		> $(CLIENTS_VENV)/clients.txt
+	$(CLIENTS_VENV)/bin/python -m pip install -q -r $(CLIENTS_VENV)/clients.txt "$(TORCH_SPEC)"
 	touch $@
 
-test-clients: $(CLIENTS_VENV)/.installed
-	$(CLIENTS_VENV)/bin/pytest -q -m "slow or not slow" tests/test_clients.py
+test-clients: setup $(CLIENTS_VENV)/.installed
+	$(CLIENTS_VENV)/bin/python -m pytest -q -p no:xdist -m "slow or not slow" tests/test_clients.py
 
 # Every benchmark section (benchmarks/sections/; e.g. training steps vs pre_ln and GPT2LMHeadModel at the paper shape);
 # prints tables, writes benchmark.json. Not collected by pytest. Pass options with BENCH_ARGS, e.g.

@@ -102,7 +102,7 @@ test-gpu: setup
 test-compat: setup
 	$(BIN)/python tests/compat/run.py $(COMPAT_ARGS)
 
-# The clients users bring (docs/clients.md: lm-evaluation-harness, TRL, torchao) on tiny exports, every test of
+# The clients users bring (docs/clients.md: lm-evaluation-harness, TRL, torchao) on tiny exports, the slow tests of
 # tests/test_clients.py, in a venv of their own with the `clients` extra (build/clients/venv, rebuilt with .venv):
 # torchao logs at import, and transformers imports it in every process that loads a model, so it stays out of .venv.
 # The clients venv is layered on .venv (a .pth adds .venv's site-packages, and so its editable install, after its
@@ -118,8 +118,10 @@ $(CLIENTS_VENV)/.installed: $(VENV)/.installed pyproject.toml Makefile
 	$(CLIENTS_VENV)/bin/python -m pip install -q -r $(CLIENTS_VENV)/clients.txt "$(TORCH_SPEC)"
 	touch $@
 
+# Only the slow tests: the others (the no-decay rule under the Trainer and accelerate) need no client and run in
+# `make test`.
 test-clients: setup $(CLIENTS_VENV)/.installed
-	$(CLIENTS_VENV)/bin/python -m pytest -q -p no:xdist -m "slow or not slow" tests/test_clients.py
+	$(CLIENTS_VENV)/bin/python -m pytest -q -p no:xdist -m slow tests/test_clients.py
 
 # Every benchmark section (benchmarks/sections/; e.g. training steps vs pre_ln and GPT2LMHeadModel at the paper shape);
 # prints tables, writes benchmark.json. Not collected by pytest. Pass options with BENCH_ARGS, e.g.

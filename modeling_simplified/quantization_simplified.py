@@ -82,7 +82,11 @@ def quantize_every_matrix(model: nn.Module, reparameterised: type) -> list[str]:
     quantizer = _torchao_quantizer(model)
     if quantizer is None:
         return []
-    from torchao.quantization import FqnToConfig, quantize_  # present: transformers' quantizer needs it
+    try:  # present (transformers' quantizer needs it); in a `try`, which transformers' scan of a Hub model's
+        # imports skips: an export must load without torchao installed
+        from torchao.quantization import FqnToConfig, quantize_
+    except ImportError as err:
+        raise ImportError("quantization_config with torchao needs torchao installed: pip install torchao") from err
 
     config = quantizer.quantization_config.get_apply_tensor_subclass()
     skip = getattr(quantizer, "modules_to_not_convert", None) or []

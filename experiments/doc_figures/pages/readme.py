@@ -11,6 +11,7 @@ from modeling_simplified import SimplifiedConfig
 from modeling_simplified.hub_cards.card import count_parameters
 
 from ..benchruns import (
+    bf16_pools,
     BF16_CURRENT_RUNS,
     CURRENT_RUNS,
     FAST_HOST_RUNS,
@@ -190,6 +191,7 @@ def speed() -> list[str]:
         f"a step grows the resident set by {span([r['step_memory']['pre_ln']['vs_gpt2'] for r in current], 2)}× "
         "GPT-2's",
         f"the KV cache is {common(list(kv_cache_kib())):.0f} KiB per token for every block type",
+        f"pooled over the current code's bf16 runs that time it ({bf16_pools()}), beside",
         f"up to hidden_size {run('bf16_crossover')['bf16_slower_up_to_hidden_size']}, a bf16 training step measured "
         "slower than float32's",
     ]

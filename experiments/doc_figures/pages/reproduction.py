@@ -312,7 +312,6 @@ def settings_and_parity() -> list[str]:
         f"{span(params['causal'], 2)}M parameters on the causal side",
         f"{span(params['masked'], 2)}M on the masked side",
         f"{mlm_steps} micro-batch steps on the masked side",
-        f"at d = 128 and {steps} steps unit-amplitude sinusoids",
         f"the sentences SST-2 was built from: {sentences} of them",
         f"One task and {tuned_seeds} seeds",
         f"Final eval loss after {steps} steps",

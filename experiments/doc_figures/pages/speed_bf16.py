@@ -186,14 +186,61 @@ def limits() -> list[str]:
         weights = r["generate_compiled"]["batch_1"][m]["gemm_weights"]
         tokens_per_s = r["precision"]["generate_batch_1_compiled"][m]["tokens_per_s"]
         rates[m] = {d: weights * dtype.itemsize * tokens_per_s[d] / 1e9 for d, dtype in DTYPES.items()}
-    cell = lambda p: f"{num(p['ratio'])} ({num(p['share_of_bound'])} of the bound)"  # noqa: E731
     return [
-        f"eager, sas_p / pre_ln pools to {cell(pooled['bf16 training: sas_p /'])} and sas / pre_ln to "
-        f"{cell(pooled['bf16 training: sas /'])}; compiled, {cell(pooled['bf16 training, compiled: sas_p /'])} "
-        f"and {cell(pooled['bf16 training, compiled: sas /'])}",
+        verdicts(),
         f"bf16 / float32 weights pool to {num(pooled['bf16 generate batch 1, compiled: pre_ln bf16']['ratio'])} (pre_ln) "
         f"and {num(pooled['bf16 generate batch 1, compiled: sas_p bf16']['ratio'])} (sas_p)",
         f"reads sas_p's bf16 weights at {num(rates['sas_p']['bf16'], 1)} GB/s and its float32 weights at "
         f"{num(rates['sas_p']['float32'], 1)} GB/s (pre_ln: {num(rates['pre_ln']['bf16'], 1)} and "
         f"{num(rates['pre_ln']['float32'], 1)})",
     ]
+
+
+#: the bf16 targets as the limits' verdict sentence names them, in its order: (phrase, the labels' starts)
+VERDICT_GROUPS = (
+    ("the bf16 step against the ratio of the peaks", ("bf16 training step: pre_ln", "bf16 training step: sas_p")),
+    ("MFU (against the bf16 GEMM peak)", ("MFU",)),
+    ("both anchors", ("bf16 training: our pre_ln", "bf16 training: `pre_ln_llama`")),
+    ("eager bf16 decoding against float32", ("bf16 generate batch 1, eager: pre_ln", "bf16 generate batch 1, eager: sas_p")),
+    (
+        "sas_p against GPT-2 at both batch sizes, eager and compiled",
+        (
+            "bf16 generate batch 1: sas_p / GPT-2",
+            "bf16 generate batch 8: sas_p / GPT-2",
+            "bf16 generate batch 1, compiled: sas_p / GPT-2",
+            "bf16 generate batch 8, compiled: sas_p / GPT-2",
+        ),
+    ),
+    ("eager sas_p / pre_ln", ("bf16 training: sas_p /",)),
+    ("eager sas / pre_ln", ("bf16 training: sas /",)),
+    ("compiled sas_p / pre_ln", ("bf16 training, compiled: sas_p /",)),
+    ("compiled sas / pre_ln", ("bf16 training, compiled: sas /",)),
+    (
+        "compiled decoding against float32 weights",
+        ("bf16 generate batch 1, compiled: pre_ln bf16", "bf16 generate batch 1, compiled: sas_p bf16"),
+    ),
+)
+
+
+def _met(label: str) -> tuple[bool, dict | None]:
+    """Whether the pooled figure of the bf16 target `label` (or the pooled MFU) meets it, and the figure."""
+    if label == "MFU":
+        pooled_mfu = targets.pooled_bf16_mfu(runs(BF16_CURRENT_RUNS))
+        return all(p["met"] for m, p in pooled_mfu.items() if m != "gpt2"), None
+    p = bf16_pooled(target(label, targets.BF16_TARGETS))["pooled"]
+    return bool(p["met"]), p
+
+
+def verdicts() -> str:
+    """The limits' verdict sentence, rendered from the table's `met` flags: each group of targets under "Met" or
+    "Missed", a single training ratio with its pooled figure and its share of the bound. A group whose targets
+    differ is an error (split the group)."""
+    lists: dict[bool, list[str]] = {True: [], False: []}
+    for phrase, labels in VERDICT_GROUPS:
+        found = [_met(label) for label in labels]
+        (met,) = {m for m, _ in found}
+        figure = found[0][1] if len(found) == 1 and found[0][1] and "training" in labels[0] else None
+        lists[met].append(
+            phrase + (f" ({num(figure['ratio'])}, {num(figure['share_of_bound'])} of the bound)" if figure else "")
+        )
+    return ". ".join(f"{word}: {'; '.join(lists[met])}" for word, met in (("Met", True), ("Missed", False)) if lists[met])

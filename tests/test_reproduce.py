@@ -280,7 +280,7 @@ def test_bad_input(capsys):
     assert reproduce_main(["--preset", "glue", "--blocks", "sas"]) == 2
     err = capsys.readouterr().err  # the GLUE family fine-tunes: no pre-training preset
     assert (
-        "--preset 'glue': no such family with a pre_ln preset; families: codeparrot, codeparrot-depth, codeparrot-tiny, crammed"
+        "--preset 'glue': no such family with a pre_ln preset; families: codeparrot, codeparrot-depth, codeparrot-tiny, codeparrot-tiny-authors, crammed"
         in err
     )
     assert reproduce_main(["--preset", "crammed-bert-tiny", "--blocks", "pre_ln", "post_ln"]) == 2

@@ -1,5 +1,5 @@
 """This project's side of the parity runs: a model (the authors' initial weights converted with `simplified-convert
-original`, or this project's own block preset and initialisation) trained by this project's `SimplifiedTrainer`
+original`, or a model of this project's fields, e.g. a block preset, with its own initialisation) trained by this project's `SimplifiedTrainer`
 (its AdamW parameter groups, `modeling_simplified.optimization.parameter_groups`) with the authors'
 `train.yaml` hyper-parameters, on the shared batches in order."""
 
@@ -18,7 +18,7 @@ from transformers import default_data_collator
 
 from modeling_simplified import SimplifiedForCausalLM
 from modeling_simplified.conversion.original import convert_original
-from modeling_simplified.training.presets import TrainingRecipe, load_preset
+from modeling_simplified.training.presets import TrainingRecipe, build_config
 from modeling_simplified.training.trainer import SimplifiedTrainer, training_arguments
 
 from .settings import Miniature
@@ -26,9 +26,6 @@ from .venv import UPSTREAM
 
 #: the authors' training hyper-parameters (`config/train/train.yaml` at the pinned commit)
 THEIR_TRAIN_YAML = UPSTREAM / "simplified_transformers" / "config" / "train" / "train.yaml"
-
-#: this project's preset family whose block presets are "ours" in the initialisation comparison
-OUR_FAMILY = "codeparrot-tiny"
 
 
 def their_train_settings() -> dict:
@@ -79,14 +76,17 @@ def converted_model(their_init: Path, out: Path, dtype: torch.dtype = torch.floa
     return SimplifiedForCausalLM.from_pretrained(out, dtype=dtype)
 
 
-def preset_model(block: str, seed: int, data: dict) -> SimplifiedForCausalLM:
-    """This project's block preset (`codeparrot-tiny-<block>`: the reproduction's model) with its own
-    initialisation, drawn after `torch.manual_seed(seed)`."""
-    config = load_preset(f"{OUR_FAMILY}-{block}").config(
-        vocab_size=int(data["vocab_size"]),
-        bos_token_id=int(data["bos_token_id"]),
-        eos_token_id=int(data["eos_token_id"]),
-        pad_token_id=int(data["eos_token_id"]),
+def model_from_fields(fields: dict, seed: int, data: dict) -> SimplifiedForCausalLM:
+    """The model of these `SimplifiedConfig` fields (a preset's model section, e.g. a step of the study's walk) for
+    the batches' tokenizer, with this project's initialisation drawn after `torch.manual_seed(seed)`."""
+    config = build_config(
+        {
+            **fields,
+            "vocab_size": int(data["vocab_size"]),
+            "bos_token_id": int(data["bos_token_id"]),
+            "eos_token_id": int(data["eos_token_id"]),
+            "pad_token_id": int(data["eos_token_id"]),
+        }
     )
     torch.manual_seed(seed)
     return SimplifiedForCausalLM(config)
@@ -164,7 +164,8 @@ def init_stats(model: torch.nn.Module) -> dict[str, dict]:
 
 
 def main(job_file: str) -> None:
-    """One job of `__main__`: `{"kind": "converted" | "preset", "block", "seed", "setting", "data", "out", ...}`."""
+    """One job of `__main__` or `study`: `{"kind": "converted" | "model", "block", "seed", "setting", "data", "out",
+    ...}` (`converted`: their initial weights; `model`: the fields of a model of ours, drawn from the seed)."""
     job = json.loads(Path(job_file).read_text())
     torch.set_num_threads(int(job.get("threads", 1)))
     setting = Miniature(**job["setting"])
@@ -173,7 +174,7 @@ def main(job_file: str) -> None:
         dtype = getattr(torch, job.get("dtype", "float32"))
         model = converted_model(Path(job["their_init"]), Path(job["converted"]), dtype)
     else:
-        model = preset_model(job["block"], int(job["seed"]), data)
+        model = model_from_fields(job["model"], int(job["seed"]), data)
     stats = init_stats(model)
     record = train(model, data, setting, int(job["seed"]))
     record.update(kind=job["kind"], block=job["block"], init=stats, config=model.config.to_diff_dict())

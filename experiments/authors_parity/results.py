@@ -4,6 +4,7 @@ Pre-LN from each code's own initialisation. `results.json` holds them; `tables` 
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from typing import Any
@@ -156,24 +157,136 @@ def exact_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def lead_table(result: dict[str, Any]) -> str:
+def _seeds(values: list[float], fmt=_pct) -> str:
+    return ", ".join(fmt(x) for x in values)
+
+
+def _lead(d: dict[str, Any]) -> str:
+    """A lead as the tables write it: its mean and, in brackets, each seed's."""
+    return f"{_pct(d['mean'])} ({_seeds(d['per_seed'])})"
+
+
+def _lr(x: float) -> str:
+    """An lr as the docs write it: 1e-3, 2.5e-4, 1.6e-2."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
+
+
+#: the study's models by the name the tables give them
+CODES = {"theirs": "theirs", "ours/authors": "ours, the authors' configuration", "ours/preset": "ours, our preset"}
+
+
+def _model_key(study: dict[str, Any], code: str, block: str) -> str:
+    """The study's model key of `code` (a `CODES` key) for `block`."""
+    if code == "theirs":
+        return f"theirs/{block}"
+    rows = study["walk"][block]
+    return f"ours/{block}/{(rows[-1] if code == 'ours/authors' else rows[0])['step']}"
+
+
+def sweep_cell(sweep: dict[str, Any]) -> tuple[str, str]:
+    """(the chosen lr with its training loss at the end, the lrs either side with theirs)."""
+    points = {float(lr): t for lr, t in sweep["points"].items()}
+    lrs, chosen = sorted(points), sweep["chosen"]
+    i = lrs.index(chosen)
+    loss = lambda lr: "diverged" if not math.isfinite(points[lr]) else f"{points[lr]:.3f}"  # noqa: E731
+    near = [
+        f"{_lr(lr)} ({loss(lr)})" for lr in (lrs[i - 1] if i else None, lrs[i + 1] if i + 1 < len(lrs) else None) if lr
+    ]
+    return f"{_lr(chosen)} ({loss(chosen)})", ", ".join(near) + ("" if sweep["bracketed"] else " (not bracketed)")
+
+
+def sweep_table(result: dict[str, Any]) -> str:
+    """Each block's chosen lr in their code, in this project's code in their configuration and in this project's
+    preset, with the lrs that bracket it."""
+    study = result["study"]
+    lines = ["| block | model | chosen lr (training loss at the end) | bracketed by |", "|---|---|---|---|"]
+    for block in study["walk"]:
+        for code, label in CODES.items():
+            chosen, near = sweep_cell(study["sweeps"][_model_key(study, code, block)])
+            lines.append(f"| {block} | {label} | {chosen} | {near} |")
+    return "\n".join(lines)
+
+
+def leads_table(result: dict[str, Any]) -> str:
+    """The lead over the same model's Pre-LN (tail training loss, each block at its own chosen lr), per code."""
+    study = result["study"]
     lines = [
-        "| lr | block | theirs: lead over their Pre-LN (seeds) | ours: lead over our Pre-LN (seeds) "
-        "| theirs: final eval loss (seeds) | ours: final eval loss (seeds) |",
+        "| model | SAS: lead over Pre-LN (seeds) | SAS-P: lead over Pre-LN (seeds) | V-SkipInit: lead over Pre-LN (seeds) |",
+        "|---|---|---|---|",
+    ]
+    keys = {"theirs": "theirs", "ours/authors": f"ours/{_last_step(study)}", "ours/preset": "ours/preset"}
+    for code, label in CODES.items():
+        leads = study["leads"][keys[code]]
+        cells = [_lead(leads[b]) for b in ("sas", "sas_p")] + [_lead(study["value_skipinit"][code])]
+        lines.append(f"| {label} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def _last_step(study: dict[str, Any]) -> str:
+    """The walk's last step (every walked block is then in the authors' configuration)."""
+    return study["effects"]["sas"][-1]["difference"]
+
+
+def walk_table(result: dict[str, Any]) -> str:
+    """The walk from this project's presets to the authors' configuration: after each difference, each block's
+    chosen lr, and SAS's and SAS-P's lead over Pre-LN with the difference's effect on it (per seed)."""
+    study = result["study"]
+    labels = {"preset": "this project's preset"} | {
+        r["step"]: r["label"] for rows in study["walk"].values() for r in rows[1:]
+    }
+    lines = [
+        "| after | chosen lr: pre_ln, sas, sas_p | SAS's lead (seeds) | its change (seeds) "
+        "| SAS-P's lead (seeds) | its change (seeds) |",
         "|---|---|---|---|---|---|",
     ]
-    for at_lr in result["init_parity"]:
-        for block in at_lr["blocks"]:
-            cells = []
-            for code in ("theirs", "ours"):
-                if block == "pre_ln":
-                    cells.append("(the base)")
-                else:
-                    d = at_lr[code]["lead"][block]
-                    cells.append(f"{_pct(d['mean'])} ({', '.join(_pct(x) for x in d['per_seed'])})")
-            evals = [", ".join(f"{x:.3f}" for x in at_lr[code]["eval_loss"][block]) for code in ("theirs", "ours")]
-            lr = f"{at_lr['learning_rate']:g}"
-            lines.append(f"| {lr} | {block} | {cells[0]} | {cells[1]} | {evals[0]} | {evals[1]} |")
+    steps = ["preset", *(row["difference"] for row in study["effects"]["sas"])]
+    for i, step in enumerate(steps):
+        lrs = []
+        for block in ("pre_ln", "sas", "sas_p"):
+            key = _step_key(study, block, step)
+            lrs.append(_lr(study["sweeps"][key]["chosen"]))
+        cells = []
+        for block in ("sas", "sas_p"):
+            lead = study["leads"][f"ours/{step}"][block]
+            if i == 0:
+                cells += [_lead(lead), "—"]
+            else:
+                row = study["effects"][block][i - 1]
+                change = (
+                    "none (same models)"
+                    if not row["changes"]
+                    else _lead({"mean": row["effect_mean"], "per_seed": row["effect_per_seed"]})
+                )
+                cells += [_lead(lead), change]
+        lines.append(f"| {labels[step]} | {', '.join(lrs)} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def _step_key(study: dict[str, Any], block: str, step: str) -> str:
+    """The model key of `block`'s walk in force after `step`."""
+    order = ["preset", *(row["difference"] for row in study["effects"]["sas"])]
+    rows = [r for r in study["walk"][block] if order.index(r["step"]) <= order.index(step)]
+    return f"ours/{block}/{rows[-1]['step']}"
+
+
+def parity_table(result: dict[str, Any]) -> str:
+    """Initialisation parity: their code and ours in their configuration, each from its own initialisation."""
+    study = result["study"]
+    lines = [
+        "| block | lr | theirs: training loss at the end (seeds) | ours: (seeds) | steps where the codes' means differ "
+        "by less than the seeds' spread | largest excess over the spread (at step) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in study["init_parity"]:
+        tails = [_seeds(row["tail_loss"][c], lambda x: f"{x:.3f}") for c in ("theirs", "ours")]
+        worst = row["worst"]
+        excess = abs(worst["difference"]) - worst["spread"]
+        beyond = "none" if excess <= 0 else f"{excess:.3f} ({worst['step']})"
+        lines.append(
+            f"| {row['block']} | {_lr(row['lr'])} | {tails[0]} | {tails[1]} | {row['steps_within_spread']} of "
+            f"{row['steps']} | {beyond} |"
+        )
     return "\n".join(lines)
 
 
@@ -190,20 +303,23 @@ def _describe(stats: list[dict]) -> str:
     return "std " + (stds[0] if len(stds) == 1 else f"{stds[0]}–{stds[-1]}")
 
 
+def differing_roles(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """(our parameter role, their initial values, ours) for the roles of a `compare_init` list whose initial values
+    differ (a role stands for its layers)."""
+    roles: dict[str, dict[str, list]] = {}
+    for row in rows:
+        entry = roles.setdefault(_role(row["ours"]), {"their": [], "our": []})
+        entry["their"].append(row["their"])
+        entry["our"].append(row["our"])
+    described = ((role, _describe(e["their"]), _describe(e["our"])) for role, e in roles.items())
+    return [(role, theirs, ours) for role, theirs, ours in described if theirs != ours]
+
+
 def init_rows(result: dict[str, Any], block: str) -> list[tuple[str, str, str]]:
     """(our parameter role, their initial values, ours) for the roles whose initialisation differs between their
     model and this project's block preset, and the trainable roles that exist on one side only."""
     init = result["init"][block]
-    roles: dict[str, dict[str, list]] = {}
-    for row in init["theirs_vs_our_preset"]:
-        entry = roles.setdefault(_role(row["ours"]), {"their": [], "our": []})
-        entry["their"].append(row["their"])
-        entry["our"].append(row["our"])
-    rows = []
-    for role, entry in roles.items():
-        theirs, ours = _describe(entry["their"]), _describe(entry["our"])
-        if theirs != ours:
-            rows.append((role, theirs, ours))
+    rows = differing_roles(init["theirs_vs_our_preset"])
     params = result["parameter_groups"][block]["their_parameters"]
     used = [n for n in init["only_theirs"] if params[n]["trainable"] and params[n].get("updated", True)]
     only_theirs = sorted({_role(n) for n in used})

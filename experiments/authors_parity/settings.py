@@ -57,6 +57,20 @@ class Miniature:
         return [*THEIR_BLOCKS[block], *shape, *gain]
 
 
+def their_job(setting: Miniature, data: dict, src: Path) -> dict:
+    """The fields of a job of `their_side.py` that the setting, its batches and their source fix."""
+    return {
+        "src": str(src),
+        "steps": setting.steps,
+        "batch": setting.batch,
+        "learning_rate": setting.learning_rate,
+        "vocab_size": int(data["vocab_size"]),
+        "seq_len": setting.seq_len,
+        "bos_token_id": int(data["bos_token_id"]),
+        "eos_token_id": int(data["eos_token_id"]),
+    }
+
+
 def build_batches(setting: Miniature, path: Path) -> dict:
     """The shared batches: a 4K byte-level BPE trained on the embedded stdlib corpus' training files (the
     reproduction's tokenizer recipe), every full `seq_len` window of those files in a seeded shuffled order (the

@@ -8,6 +8,7 @@ from . import (
     inference,
     readme,
     reproduction,
+    reproduction_authors,
     reproduction_depth,
     speed,
     speed_bf16,
@@ -17,7 +18,7 @@ from . import (
 #: each page family's modules
 FAMILIES = {
     "speed": (speed, speed_bf16, inference),
-    "reproduction": (reproduction, reproduction_depth),
+    "reproduction": (reproduction, reproduction_authors, reproduction_depth),
     "training and fine-tuning": (training, fine_tuning),
     "architecture and config": (architecture,),
     "README": (readme,),

@@ -117,12 +117,9 @@ def _register(family: str, side: str) -> None:
     block(f"reproduction-{side}-claims")(lambda: claims_table(family))
 
 
+_register("codeparrot-tiny-authors", "causal-authors")
 _register("codeparrot-tiny", "causal")
 _register("crammed-bert-tiny", "mlm")
-# the parity runs' tables, rendered by the parity package that writes their JSON
-block("reproduction-authors-exact")(lambda: authors_parity.exact_table(reproduction(AUTHORS)))
-block("reproduction-authors-init")(lambda: authors_parity.init_table(reproduction(AUTHORS)))
-block("reproduction-authors-lead")(lambda: authors_parity.lead_table(reproduction(AUTHORS)))
 
 
 @block("reproduction-raptr")
@@ -295,14 +292,13 @@ def settings_and_parity() -> list[str]:
     """docs/reproduction.md's settings as the committed records hold them, the verdicts' directions in its prose and
     the parity section's figures of the first steps."""
     cp, mlm, authors = reproduction("codeparrot-tiny"), reproduction("crammed-bert-tiny"), reproduction(AUTHORS)
-    steps, mlm_steps, shared_lr = family_steps(cp), family_steps(mlm), cp["lrs"]["shared_lr"]
+    steps, mlm_steps = family_steps(cp), family_steps(mlm)
     params = {name: [run["parameters"] / 1e6 for run in r["runs"]] for name, r in (("causal", cp), ("masked", mlm))}
     nearly = [g for s in SETTINGS for g in claim_gaps(claim(cp, s, "no norms (simplest) slightly"))[1]]
     mlm_shared = [ahead_by(mlm, "shared_lr", f"{b} within 2%")[0] for b in ("SAS", "SAS-P")]
     behind = [-d for c in mlm["finetune"]["claims"] for d in c["difference_per_seed"]]
     (sentences,) = re.findall(r"([\d,]+) sentences", mlm["finetune"]["data"])
     tuned_seeds = common([len(c["seeds"]) for c in mlm["finetune"]["claims"]])
-    within_shared = [-claim_gaps(claim(cp, "shared_lr", f"{b} within 2% of Pre-LN"))[0] for b in ("SAS", "SAS-P")]
     setting, exact = authors["setting"], authors["exact"]
     # the float32 rounding of 1/k, k up to the sequence length: the centring matrix's entries as their code casts them
     rounding = max(abs(float(np.float32(1 / k)) - 1 / k) * k for k in range(1, setting["seq_len"] + 1))
@@ -315,7 +311,6 @@ def settings_and_parity() -> list[str]:
         f"the sentences SST-2 was built from: {sentences} of them",
         f"One task and {tuned_seeds} seeds",
         f"Final eval loss after {steps} steps",
-        f"at the Pre-LN lr used here, {lr_text(shared_lr)}:",
         f"V-SkipInit behind Pre-LN per step ({in_both(cp, 'V-SkipInit behind Pre-LN')}: {_seed_ways(cp, 'V-SkipInit behind Pre-LN')})",
         f"slightly behind SAS-P per step ({in_both(cp, 'no norms (simplest) slightly')}: within "
         f"{max(map(abs, nearly)):.1f}% of SAS-P in every seed)",
@@ -323,7 +318,6 @@ def settings_and_parity() -> list[str]:
         f"with SAS and SAS-P {mlm_shared[0]}% and {mlm_shared[1]}% ahead",
         f"fine-tuning on MR is {common([verdict_word(c['verdict']) for c in mlm['finetune']['claims']])} (SAS and "
         f"SAS-P end {span(behind, 1)} points below pre_ln in accuracy)",
-        f"SAS and SAS-P lead by {span(within_shared, 1)}% on the seed means",
         f"{mlm_steps} micro-batch steps, the batch ramped",
         f"Final MLM eval loss after {mlm_steps} steps",
         f"{mlm_steps} steps of masked-LM on Python's docstrings",
@@ -360,12 +354,6 @@ def directions() -> list[str]:
         exact[b]["their_adamw_hf_vs_torch"]["max_abs"] > exact[b]["ours_vs_theirs_torch_adamw"]["max_abs"]
         for b in simplified
     )
-    (low,) = [at for at in authors["init_parity"] if at["learning_rate"] == authors["setting"]["learning_rate"]]
-    lead = {code: low[code]["lead"] for code in ("theirs", "ours")}
-    shaped = [lead[code][b]["per_seed"] for code in lead for b in ("sas", "sas_p")]
-    shaped_way = "behind" if all(x > 0 for xs in shaped for x in xs) else "NOT behind"
-    further = all(lead["theirs"][b]["mean"] > lead["ours"][b]["mean"] for b in ("sas", "sas_p"))
-    vsk = {code: lead[code]["value_skipinit"]["mean"] for code in lead}
     tuned = mlm["finetune"]["table"]
     pretrained = [v for n, row in tuned.items() if n != "pre_ln_from_scratch" for v in row["eval_loss_per_seed"]]
     lowered = max(pretrained) < min(tuned["pre_ln_from_scratch"]["eval_loss_per_seed"])
@@ -376,42 +364,5 @@ def directions() -> list[str]:
         f"they are {_every_seed_way(cp, within)} of it in every seed, by",
         f"within {steps} steps, {'more' if more else 'NOT more'} than the two codes' float32 rounding in every "
         "simplified block",
-        f"SAS and SAS-P end {shaped_way} Pre-LN in both codes and both seeds, "
-        f"{'further behind in theirs' if further else 'NOT further behind in theirs'}",
-        f"ends slightly {'ahead of' if vsk['theirs'] < 0 else 'behind'} their Pre-LN, this project's slightly "
-        f"{'ahead' if vsk['ours'] < 0 else 'behind'}",
         f"It did {'lower' if lowered else 'NOT lower'} the loss: every pretrained run ends",
     ]
-
-
-def _lead_pct(at_lr: dict[str, Any], code: str, name: str) -> str:
-    d = at_lr[code]["lead"][name]
-    pct = authors_parity._pct
-    return f"{pct(d['mean'])} ({', '.join(pct(x) for x in d['per_seed'])})"
-
-
-@facts(PAGE)
-def authors() -> list[str]:
-    """The parity runs against the authors' code ("Training parity with the authors' code")."""
-    r = reproduction(AUTHORS)
-    sci = authors_parity._sci
-    exact = r["exact"]
-    simplified = [b for b in exact if b != "pre_ln"]
-    hf = [row["their_adamw_hf_vs_torch"]["max_abs"] for row in exact.values()]
-    steps = common([row["ours_vs_theirs_torch_adamw"]["steps"] for row in exact.values()])
-    texts = [
-        f"agree to within {sci(max(row['float64']['max_abs'] for row in exact.values()))} nats for "
-        f"{common([row['float64']['steps'] for row in exact.values()])} steps in every block",
-        f"after {steps} steps the simplified blocks differ by at most "
-        f"{sci(max(exact[b]['ours_vs_theirs_torch_adamw']['max_abs'] for b in simplified))} and Pre-LN by "
-        f"{sci(exact['pre_ln']['ours_vs_theirs_torch_adamw']['max_abs'])}",
-        f"moves their own float32 curves by {sci(min(hf))}–{sci(max(hf))} within {steps} steps",
-    ]
-    for at_lr in r["init_parity"]:
-        lr = f"{at_lr['learning_rate']:.0e}".replace("e-0", "e-")
-        texts += [
-            f"at {lr}, {name}: {_lead_pct(at_lr, 'theirs', name)} in their code, {_lead_pct(at_lr, 'ours', name)} in ours"
-            for name in at_lr["blocks"]
-            if name != "pre_ln"
-        ]
-    return texts

@@ -311,6 +311,7 @@ def settings_and_parity() -> list[str]:
         f"the sentences SST-2 was built from: {sentences} of them",
         f"One task and {tuned_seeds} seeds",
         f"Final eval loss after {steps} steps",
+        f"Final eval loss after {family_steps(reproduction('codeparrot-tiny-authors'))} steps",  # their config's table
         f"V-SkipInit behind Pre-LN per step ({in_both(cp, 'V-SkipInit behind Pre-LN')}: {_seed_ways(cp, 'V-SkipInit behind Pre-LN')})",
         f"slightly behind SAS-P per step ({in_both(cp, 'no norms (simplest) slightly')}: within "
         f"{max(map(abs, nearly)):.1f}% of SAS-P in every seed)",

@@ -11,7 +11,6 @@ from modeling_simplified import SimplifiedConfig
 from modeling_simplified.hub_cards.card import count_parameters
 
 from ..benchruns import (
-    bf16_pools,
     BF16_CURRENT_RUNS,
     CURRENT_RUNS,
     FAST_HOST_RUNS,
@@ -20,6 +19,7 @@ from ..benchruns import (
     SAS_P_TRAIN,
     SAS_TRAIN,
     bf16_pooled,
+    bf16_pools,
     by_run,
     fused_saving,
     kv_cache_kib,

@@ -247,8 +247,9 @@ def test_every_result_of_every_page_is_checked_exempt_by_a_named_rule_or_counted
 def test_the_pending_ledger_counts_exactly_what_is_unchecked():
     """`exempt.PENDING` is exact: each (page, kind) it lists holds that many unchecked results, and no other page or
     kind holds any, so a covered result must be struck off and a new unchecked one fails the check."""
-    counted = Counter((p.page, p.kind.removeprefix("a ").removesuffix(" neither checked nor exempt"))
-                      for p in Check().pending())
+    counted = Counter(
+        (p.page, p.kind.removeprefix("a ").removesuffix(" neither checked nor exempt")) for p in Check().pending()
+    )
     assert dict(counted) == exempt.PENDING
 
 
@@ -291,14 +292,26 @@ def test_a_number_is_exempt_only_by_a_rule(text, exempt_):
 @pytest.mark.parametrize(
     ("text", "kind", "found"),
     [
-        ("It did NOT hold; Held; INCONCLUSIVE; held-out; the lr held constant", vocabulary.VERDICT,
-         ["did NOT hold", "Held", "INCONCLUSIVE"]),
-        ("in both seeds, two attention calls, about two-thirds; one-row product, one by one",
-         vocabulary.NUMBER_WORD, ["both", "two", "two-thirds"]),
-        ("sas is slower, ahead of Pre-LN, no more than that; each other", vocabulary.COMPARISON,
-         ["slower", "ahead", "more"]),
-        ("the table pools `bf16run3` and bf16run4.json, runs 13–16; `--max-steps 200`", vocabulary.RUN_NAME,
-         ["bf16run3", "bf16run4", "runs 13–16"]),
+        (
+            "It did NOT hold; Held; INCONCLUSIVE; held-out; the lr held constant",
+            vocabulary.VERDICT,
+            ["did NOT hold", "Held", "INCONCLUSIVE"],
+        ),
+        (
+            "in both seeds, two attention calls, about two-thirds; one-row product, one by one",
+            vocabulary.NUMBER_WORD,
+            ["both", "two", "two-thirds"],
+        ),
+        (
+            "sas is slower, ahead of Pre-LN, no more than that; each other",
+            vocabulary.COMPARISON,
+            ["slower", "ahead", "more"],
+        ),
+        (
+            "the table pools `bf16run3` and bf16run4.json, runs 13–16; `--max-steps 200`",
+            vocabulary.RUN_NAME,
+            ["bf16run3", "bf16run4", "runs 13–16"],
+        ),
         ('"the paper shows it", see [the runs](#held), `sas faster`', vocabulary.VERDICT, []),
     ],
 )
@@ -318,7 +331,9 @@ def test_every_exempt_rule_is_named_and_exempts_something_on_some_page():
 
 
 def test_a_mutation_changes_every_result_wherever_it_stands():
-    page = _page("x: SAS is 1.25 faster in both seeds, it held; `bf16run3`", ("SAS is 1.25 faster in both seeds, it held",))
+    page = _page(
+        "x: SAS is 1.25 faster in both seeds, it held; `bf16run3`", ("SAS is 1.25 faster in both seeds, it held",)
+    )
     found = {(m.kind, m.old, m.new) for m in prose.mutations(page)}
     assert found == {
         ("number", "1.25", "1.26"),
@@ -357,7 +372,9 @@ def test_the_check_catches_every_mutation_of_a_result():
     (and so missed); a checked result whose change the check misses fails this test."""
     found = Check().coverage_of_every_page()
     assert sum(found.caught.values()) > 1000 and len(found.pending) == sum(exempt.PENDING.values())
-    assert not found.missed, "\n".join(f"{m.page}: {m.kind} {m.old!r} → {m.new!r} in …{m.context}…" for m in found.missed)
+    assert not found.missed, "\n".join(
+        f"{m.page}: {m.kind} {m.old!r} → {m.new!r} in …{m.context}…" for m in found.missed
+    )
 
 
 def test_the_tool_is_small_modules_and_no_page_family_imports_another():

@@ -58,8 +58,15 @@ def pending_or_unchecked(page: str, unchecked: list[prose.Problem]) -> list[pros
         if pending is None:
             out += found
         elif len(found) != pending:
-            out.append(prose.Problem(f"{kind}s not yet checked: {len(found)}, the ledger (exempt.PENDING) says "
-                                     f"{pending}", page, 0, str(len(found)), ""))
+            out.append(
+                prose.Problem(
+                    f"{kind}s not yet checked: {len(found)}, the ledger (exempt.PENDING) says {pending}",
+                    page,
+                    0,
+                    str(len(found)),
+                    "",
+                )
+            )
     return out
 
 

@@ -201,7 +201,10 @@ VERDICT_GROUPS = (
     ("the bf16 step against the ratio of the peaks", ("bf16 training step: pre_ln", "bf16 training step: sas_p")),
     ("MFU (against the bf16 GEMM peak)", ("MFU",)),
     ("both anchors", ("bf16 training: our pre_ln", "bf16 training: `pre_ln_llama`")),
-    ("eager bf16 decoding against float32", ("bf16 generate batch 1, eager: pre_ln", "bf16 generate batch 1, eager: sas_p")),
+    (
+        "eager bf16 decoding against float32",
+        ("bf16 generate batch 1, eager: pre_ln", "bf16 generate batch 1, eager: sas_p"),
+    ),
     (
         "sas_p against GPT-2 at both batch sizes, eager and compiled",
         (
@@ -243,4 +246,6 @@ def verdicts() -> str:
         lists[met].append(
             phrase + (f" ({num(figure['ratio'])}, {num(figure['share_of_bound'])} of the bound)" if figure else "")
         )
-    return ". ".join(f"{word}: {'; '.join(lists[met])}" for word, met in (("Met", True), ("Missed", False)) if lists[met])
+    return ". ".join(
+        f"{word}: {'; '.join(lists[met])}" for word, met in (("Met", True), ("Missed", False)) if lists[met]
+    )

@@ -17,35 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from dataclasses import asdict
 
 import torch
-import transformers
 
-from benchmarks.common import DTYPES, QUICK, ROOT, TRAIN_WARMUP, Context, Shape, cpu_flags, gemm_peaks, malloc_env
+from benchmarks.common import DTYPES, QUICK, TRAIN_WARMUP, Context, Shape, host_record
 from benchmarks.sections import SECTIONS
 
 #: sections that run on a CUDA device (`--device cuda`); the others measure the CPU process (RSS, CPU profiler)
 CUDA_SECTIONS = tuple(name for name, section in SECTIONS.items() if section.ON_CUDA)
 #: sections that measure in bf16 under `--dtype bf16`; the others measure float32 only
 BF16_SECTIONS = tuple(name for name, section in SECTIONS.items() if section.BF16)
-
-
-def commit() -> str | None:
-    """The checked-out commit (with `+dirty` for uncommitted changes to tracked files), or None outside a git checkout."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
-
-    try:
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-        return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def sections_help() -> str:
@@ -105,25 +89,17 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], C
 
 def main(argv: list[str] | None = None) -> int:
     args, sections, ctx = parse_args(argv)
-    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    command = "python -m benchmarks.benchmark " + " ".join(sys.argv[1:] if argv is None else argv)
     meta = {
-        "date": started,
-        "command": "python -m benchmarks.benchmark " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or platform.platform()}",
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "commit": commit(),
-        "load_average_at_start": os.getloadavg(),
-        "malloc_env": malloc_env(),
+        **host_record(command, ctx.device),
         "torch_threads": ctx.threads,
         "device": f"{ctx.device} ({torch.cuda.get_device_name(ctx.device)})" if ctx.device.type == "cuda" else "cpu",
         "shape": asdict(ctx.shape),
         "rounds": ctx.rounds,
         "train_warmup_rounds": TRAIN_WARMUP,
         "dtype": ctx.dtype,
-        "cpu_flags": cpu_flags(),
-        "gemm_peak_gflops": gemm_peaks(ctx.device),
     }
+    started = meta["date"]
     print(f"# benchmark {started}: {meta['machine']}, torch {meta['torch']}, {meta['torch_threads']} threads")
     peaks = meta["gemm_peak_gflops"]
     print(

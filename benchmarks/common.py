@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import transformers
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 from modeling_simplified import SimplifiedConfig, SimplifiedForCausalLM, parameter_groups
@@ -251,6 +253,37 @@ def gemm_peaks(device: torch.device = CPU, repeats: int = 7) -> dict[str, float]
             if r:
                 best[name] = min(best[name], time.perf_counter() - start)
     return {name: 2 * m * k * n / seconds / 1e9 for name, seconds in best.items()}
+
+
+def commit() -> str | None:
+    """The checked-out commit (with `+dirty` for uncommitted changes to tracked files), or None outside a git checkout."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
+
+    try:
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def host_record(command: str, device: torch.device = CPU) -> dict[str, Any]:
+    """Where and how a measurement ran, recorded before it starts: date, command, machine, versions, commit, load,
+    glibc malloc's environment, the CPU's flags and the GEMM peaks in every precision (every figure of this host is
+    read against them). The caller adds `load_average_at_end` when it is done."""
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "command": command,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or platform.platform()}",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "commit": commit(),
+        "load_average_at_start": os.getloadavg(),
+        "malloc_env": malloc_env(),
+        "cpu_flags": cpu_flags(),
+        "gemm_peak_gflops": gemm_peaks(device),
+    }
 
 
 # -- timing and ratios --------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import cpu_flags, gemm_peaks
+from benchmarks.common import host_record
 from modeling_simplified import SimplifiedForCausalLM
 from modeling_simplified.training.presets import load_preset, validate
 
@@ -119,15 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(steps_per_second(**{k: config[k] for k in keys})))
         return 0
     base = {"threads": 1, "batch": 16, "bf16": False, "compiled": False, "steps": args.steps, "rounds": args.rounds}
-    out: dict[str, Any] = {
-        "command": " ".join(["python -m experiments.depth_speed", *(argv or sys.argv[1:])]),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "torch": torch.__version__,
-        "cpu_flags": cpu_flags(),
-        "cpu_count": os.cpu_count(),
-        "gemm_peak_gflops": gemm_peaks(),
-        "load_average_at_start": os.getloadavg(),
-    }
+    out: dict[str, Any] = host_record(" ".join(["python -m experiments.depth_speed", *(argv or sys.argv[1:])]))
     for layers in args.depths:
         family = {**base, "layers": layers}
         row: dict[str, Any] = {}

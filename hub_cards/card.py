@@ -48,6 +48,8 @@ HEADS: dict[str, tuple[str, str, str]] = {
 RUN_INFO_KEYS: dict[str, str] = {
     "dataset": "str",
     "datasets": "list of str",
+    "eval_dataset": "str",
+    "eval_split": "str",
     "steps": "int",
     "tokens_seen": "int",
     "learning_rate": "number",
@@ -300,7 +302,9 @@ def card_data(config, architecture: str, run_info: dict[str, Any] | None = None)
     eval_loss, perplexity = run_info.get("eval_loss"), run_info.get("perplexity")
     if perplexity is None and eval_loss is not None and architecture != "SimplifiedForSequenceClassification":
         perplexity = math.exp(eval_loss) if eval_loss < 700 else None
-    dataset = datasets[0] if datasets else "held-out split of the training data"
+    # the set the eval figures are of: `eval_dataset` (its `eval_split`) when the run names it, else the training data's
+    dataset = run_info.get("eval_dataset") or (datasets[0] if datasets else "held-out split of the training data")
+    split = run_info.get("eval_split", "validation")
     dataset_type = dataset if _is_dataset_id(dataset) else "custom"
     for metric, value in (("loss", eval_loss), ("perplexity", perplexity)):
         if value is not None:
@@ -310,7 +314,7 @@ def card_data(config, architecture: str, run_info: dict[str, Any] | None = None)
                     task_name=task_name,
                     dataset_type=dataset_type,
                     dataset_name=dataset,
-                    dataset_split="validation",
+                    dataset_split=split,
                     metric_type=metric,
                     metric_name=f"eval {metric}",
                     metric_value=round(float(value), 4),
@@ -422,6 +426,9 @@ def render_card(
     datasets = _datasets(run_info)
     if datasets:
         training_rows.append(("data", ", ".join(datasets)))
+    if run_info.get("eval_dataset"):
+        split = run_info.get("eval_split", "validation")
+        training_rows.append(("evaluation data", f"{run_info['eval_dataset']} (split {split})"))
     for key, label in (
         ("steps", "optimizer steps"),
         ("tokens_seen", "tokens seen"),

@@ -31,7 +31,9 @@ from .card import CARD_MARKER, HEADS, render_card, validate_run_info, weights_dt
 CODE_FILES = (
     "configuration_simplified.py",
     "modeling_simplified.py",
+    "embeddings_simplified.py",
     "kernels_simplified.py",
+    "checkpoints_simplified.py",
     "compat_simplified.py",
     "tensor_parallel_simplified.py",
 )

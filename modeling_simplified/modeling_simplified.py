@@ -1,26 +1,25 @@
 """Simplified transformer blocks (He & Hofmann, ICLR 2024), NormFormer and the Pre-LN family for transformers 5.x.
 
-One concept per module: gains, norms, positions, the value/projection matrices (identity, linear, or eq. 6
-reparameterisation), shaped attention (eq. 5) on top of transformers' attention interface, sequential (eq. 1) and
-parallel (eq. 7) blocks, and the heads. "The authors' code" is the paper's released code,
+One concept per module: gains, norms, the value/projection matrices (identity, linear, or eq. 6 reparameterisation),
+shaped attention (eq. 5) on top of transformers' attention interface, sequential (eq. 1) and parallel (eq. 7)
+blocks, and the heads. "The authors' code" is the paper's released code,
 https://github.com/bobby-he/simplified_transformers.
 
 Shipped to the Hub as custom code with its siblings, imported by single-dot sibling imports only:
-`configuration_simplified.py` (the config), `kernels_simplified.py` (the performance kernels this file calls by
-name: the CPU RMSNorm, the running sum, eq. 5's combination, the fused head and loss), `compat_simplified.py` (the
-shims for older transformers releases and older checkpoints) and `tensor_parallel_simplified.py` (the tensor-parallel
-styles).
+`configuration_simplified.py` (the config), `embeddings_simplified.py` (token embeddings, token types and positions),
+`kernels_simplified.py` (the performance kernels this file calls by name: the CPU RMSNorm, the running sum, eq. 5's
+combination, the fused head and loss), `checkpoints_simplified.py` (the refusal of a checkpoint that is no
+checkpoint of the model), `compat_simplified.py` (the shims for older transformers releases and older checkpoints)
+and `tensor_parallel_simplified.py` (the tensor-parallel styles).
 """
 
 import copy
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
 from torch import nn
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
@@ -43,8 +42,19 @@ from transformers.utils import can_return_tuple, is_torchdynamo_compiling
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
+from .checkpoints_simplified import refuse_unmatched_checkpoint, refuse_unmatched_file
 from .compat_simplified import CACHE_FIELD, ScalarGainCheckpoints, cache_argument, max_cache_length
 from .configuration_simplified import GATED_ACTIVATIONS, SimplifiedConfig
+from .embeddings_simplified import (
+    POSITIONS,
+    NoTokenTypes,
+    ScaledEmbedding,
+    TokenTypeEmbedding,
+    apply_rotary,
+    build_token_embedding,
+    check_learned_positions,
+    positions_from_cu_seq_lens,
+)
 from .kernels_simplified import (
     TiedHeadGradient,
     autocast_enabled,
@@ -193,102 +203,6 @@ class Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Positions
-# ----------------------------------------------------------------------------------------------------------------
-class SinusoidalPositions(nn.Module):
-    """Fixed sinusoidal positions added at the embedding (Vaswani et al. 2017): no parameters, no buffers."""
-
-    def __init__(self, config: SimplifiedConfig):
-        super().__init__()
-        self.dim = config.hidden_size
-
-    def forward(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor):
-        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, self.dim, 2, device=inputs_embeds.device).float() / self.dim))
-        angles = position_ids[..., None].float() * inv_freq
-        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
-        return inputs_embeds + table.to(inputs_embeds.dtype), None
-
-
-class LearnedPositions(nn.Embedding):
-    """Learned absolute positions (GPT-2, BERT)."""
-
-    def __init__(self, config: SimplifiedConfig):
-        super().__init__(config.max_position_embeddings, config.hidden_size)
-
-    def forward(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor):
-        return inputs_embeds + super().forward(position_ids), None
-
-
-class RotaryPositions(nn.Module):
-    """Rotary positions (Su et al.; Llama's `rotate_half` convention): nothing is added at the embedding,
-    the attention rotates queries and keys with the returned `(cos, sin)`."""
-
-    def __init__(self, config: SimplifiedConfig):
-        super().__init__()
-        self.head_dim = config.head_dim
-        self.theta = config.rope_theta
-
-    def forward(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor):
-        exponent = torch.arange(0, self.head_dim, 2, device=inputs_embeds.device).float() / self.head_dim
-        freqs = position_ids[..., None].float() / (self.theta**exponent)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return inputs_embeds, (emb.cos().to(inputs_embeds.dtype), emb.sin().to(inputs_embeds.dtype))
-
-
-POSITIONS = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions, "rotary": RotaryPositions}
-
-
-class TokenTypeEmbedding(nn.Embedding):
-    """BERT's token-type (segment) embeddings added to the token embeddings; type 0 when no ids are given."""
-
-    def __init__(self, config: SimplifiedConfig):
-        super().__init__(config.type_vocab_size, config.hidden_size)
-
-    def forward(self, inputs_embeds: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        if token_type_ids is None:
-            token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
-        return inputs_embeds + super().forward(token_type_ids)
-
-
-class ScaledEmbedding(nn.Embedding):
-    """Token embeddings times `scale` (`scale_embedding`: sqrt(d), Vaswani et al. 2017 §3.4): the scale is part of the
-    input embedding module, so `get_input_embeddings()(ids)` gives what the model adds positions to. Initialised with
-    std d^-1/2 as fairseq does, so that the scaled embeddings have unit scale, the scale of a LayerNorm's output."""
-
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, scale: float):
-        super().__init__(num_embeddings, embedding_dim, padding_idx)
-        self.embed_scale = scale  # (the name vLLM's and SGLang's Transformers backends look for)
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return super().forward(input_ids) * self.embed_scale
-
-
-def build_token_embedding(config: SimplifiedConfig) -> nn.Embedding:
-    args = (config.padded_vocab_size, config.hidden_size, config.pad_token_id)
-    return ScaledEmbedding(*args, math.sqrt(config.hidden_size)) if config.scale_embedding else nn.Embedding(*args)
-
-
-class NoTokenTypes(nn.Module):
-    """No token types (`type_vocab_size=0`): the embeddings as they are."""
-
-    def forward(self, inputs_embeds: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        return inputs_embeds
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def apply_rotary(q: torch.Tensor, k: torch.Tensor, position_embeddings) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate `(B, H, T, D)` queries and keys; a no-op without rotary positions."""
-    if position_embeddings is None:
-        return q, k
-    cos, sin = (t.unsqueeze(1) for t in position_embeddings)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -917,9 +831,9 @@ class SimplifiedPreTrainedModel(ScalarGainCheckpoints, PreTrainedModel):
         frozen again: loading re-creates every parameter as trainable."""
         output_loading_info = kwargs.pop("output_loading_info", False)
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        _refuse_unmatched_file(cls, source, kwargs)  # a local file, before transformers logs its load report
+        refuse_unmatched_file(cls, source, kwargs)  # a local file, before transformers logs its load report
         model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        _refuse_unmatched_checkpoint(model, info, source)
+        refuse_unmatched_checkpoint(model, info, source)
         for name in model._fixed_parameters:
             model.get_parameter(name).requires_grad_(False)
         return (model, info) if output_loading_info else model
@@ -934,21 +848,20 @@ class SimplifiedPreTrainedModel(ScalarGainCheckpoints, PreTrainedModel):
         super().post_init()
         self._fixed_parameters = [name for name, param in self.named_parameters() if not param.requires_grad]
 
-    def _embed_for_fused_loss(self, fused: bool, input_ids, inputs_embeds, head: nn.Linear):
-        """`(input_ids, inputs_embeds, tied)` for the base model: with the fused loss (`fused`) and a head tied to the
-        token embedding, the embedding is looked up here, so that its backward adds to the head's weight gradient
-        (`TiedHeadGradient`); otherwise as given, and `tied` is None."""
-        embedding = self.model.embed_tokens
+    def _base_model_outputs(self, fused: bool, head: nn.Linear | None, input_ids, inputs_embeds, **kwargs):
+        """`(outputs, tied)`: the base model's outputs on these inputs (`kwargs`: its other arguments). With the fused
+        loss (`fused`) and a head tied to the token embedding, the embedding is looked up here, so that its backward
+        adds to the head's weight gradient (`tied`, a `TiedHeadGradient`); otherwise the inputs go as given and
+        `tied` is None."""
+        embedding, tied = self.model.embed_tokens, None
         own_lookup = type(embedding) in (nn.Embedding, ScaledEmbedding)  # (a subclass's forward would be skipped)
-        if not (
-            fused and inputs_embeds is None and own_lookup and TiedHeadGradient.applies(embedding, head, input_ids)
-        ):
-            return input_ids, inputs_embeds, None
-        tied = TiedHeadGradient()
-        inputs_embeds = tied.embed(embedding, input_ids)
-        if isinstance(embedding, ScaledEmbedding):
-            inputs_embeds = inputs_embeds * embedding.embed_scale
-        return None, inputs_embeds, tied
+        if fused and inputs_embeds is None and own_lookup and TiedHeadGradient.applies(embedding, head, input_ids):
+            tied = TiedHeadGradient()
+            inputs_embeds = tied.embed(embedding, input_ids)
+            if isinstance(embedding, ScaledEmbedding):
+                inputs_embeds = inputs_embeds * embedding.embed_scale
+            input_ids = None
+        return self.model(input_ids=input_ids, inputs_embeds=inputs_embeds, **kwargs), tied
 
     def initialize_weights(self):
         """Per-module init (`_init_weights`), then the cross-layer ties of eq. 6's W_init, which no single module
@@ -992,53 +905,6 @@ def _init_linear(module: nn.Linear, std: float):
         torch.nn.init.orthogonal_(module.weight[d + (module.out_features - d) // 2 :])
 
 
-def _refuse_unmatched_file(cls, source, kwargs: dict):
-    """`_refuse_unmatched_checkpoint` for a local folder's single `model.safetensors`, read before loading: its
-    tensor names against those of the model (built on the meta device), so a refusal is one error, not a load
-    report followed by one."""
-    if source is None or kwargs.get("subfolder") or not os.path.isdir(source):
-        return
-    path = os.path.join(source, "model.safetensors")
-    if not os.path.isfile(path):
-        return
-    try:
-        with safe_open(path, framework="pt") as weights:
-            keys = list(weights.keys())
-    except Exception as err:  # noqa: BLE001  (safetensors' errors share no base class with OSError)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"{path} is not a readable safetensors file: {first}.") from None
-    config = kwargs.get("config")
-    if config is None or isinstance(config, (str, os.PathLike)):
-        config = cls.config_class.from_pretrained(config or source)
-    with torch.device("meta"):
-        model = cls(config)
-    expected = set(model.state_dict())
-    prefix = f"{model.base_model_prefix}."
-    if not any(k in expected or prefix + k in expected or k.removeprefix(prefix) in expected for k in keys):
-        _refuse_unmatched_checkpoint(model, {"missing_keys": expected, "unexpected_keys": keys}, source)
-
-
-def _refuse_unmatched_checkpoint(model: nn.Module, info: dict, source):
-    """A checkpoint none of whose tensors is one of the model's (an empty weights file, every key renamed, another
-    model's weights) is no checkpoint of this model: refuse it rather than return a randomly initialised model.
-    Partial loads (e.g. a new head on saved base weights) keep transformers' load report."""
-    missing = set(info.get("missing_keys", ()))
-    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
-    expected = {name for name in model.state_dict() if name not in tied}
-    if expected and expected <= missing:
-        where = os.path.join(source, "model.safetensors") if source is not None and os.path.isdir(source) else source
-        unexpected = sorted(info.get("unexpected_keys", ()))
-        found = (
-            f"its tensors are {', '.join(unexpected[:3])}{', …' if len(unexpected) > 3 else ''}"
-            if unexpected
-            else "it holds no tensors"
-        )
-        raise ValueError(
-            f"{where}: no tensor of the checkpoint matches {type(model).__name__} ({found}); expected names such as "
-            f"{', '.join(sorted(expected)[:3])}. Is this a checkpoint of a simplified-transformers model?"
-        )
-
-
 def _tie_reparam_inits(model: nn.Module, config: SimplifiedConfig):
     """Tie the fixed W_init of eq. 6 across the network (paper Fig. 14 ablations): `all_blocks` makes each block's
     W^P_init = (W^V_init)^T; `last_block` makes the product over all blocks the identity. Only a tied matrix that
@@ -1078,27 +944,6 @@ class LayerPlan:
     scales: tuple[float, ...]
 
 
-def _positions_from_cu_seq_lens(cu_seq_lens: torch.Tensor, length: int) -> torch.Tensor:
-    """Positions restarting at 0 at each packed sequence, from flash-attention's cumulative lengths `(0, n1, ...)`."""
-    tokens = torch.arange(length, device=cu_seq_lens.device)
-    starts = cu_seq_lens[torch.searchsorted(cu_seq_lens, tokens, right=True) - 1]
-    return (tokens - starts).unsqueeze(0)
-
-
-def _check_learned_positions(position_ids, past_length, seq_len: int, max_positions: int) -> None:
-    """Learned positions exist for ids `0..max_positions-1`: the largest id used (of the given or packed positions,
-    else the last default one, `past_length + seq_len - 1`) must be below that. A packed row (positions restarting
-    at each sequence) may be any length. Checked eagerly, outside compiled graphs (it reads the ids on the host)."""
-    largest = (
-        int(position_ids.max()) if position_ids is not None and position_ids.numel() else past_length + seq_len - 1
-    )
-    if int(largest) >= max_positions:
-        raise ValueError(
-            f"Position id {int(largest)} is out of range: this model's learned positions cover ids 0.."
-            f"{max_positions - 1} (max_position_embeddings={max_positions})."
-        )
-
-
 def _check_call_causality(call_causal: bool | None, causal: bool, attention_mask) -> None:
     """A model's causality is its checkpoint's, fixed at load. A call may pass another `is_causal` only with a mask
     it built itself (continuous batching passes False with its own 4-D masks); otherwise the mask built here and
@@ -1112,6 +957,17 @@ def _check_call_causality(call_causal: bool | None, causal: bool, attention_mask
         f"built. Load it with is_causal={call_causal} (e.g. `from_pretrained(path, is_causal={call_causal})`) or pass "
         "a 4-D attention mask of your own."
     )
+
+
+def _refuse_packed_rows_in_fixed_cache(position_ids: torch.Tensor, cache: Cache) -> None:
+    """Packed rows need their own mask, which indexes the keys by the call's tokens; a fixed-length cache's keys run
+    to its length, so that mask cannot apply, and the rows would attend across their sequences."""
+    if find_packed_sequence_indices(position_ids) is not None:
+        raise ValueError(
+            "position_ids restart within a row (packed sequences), which a fixed-length cache "
+            f"({type(cache).__name__} of {max_cache_length(cache)} tokens) cannot keep apart. Allowed: cache=None "
+            "(use_cache=False), a DynamicCache, or one sequence per row with an attention_mask."
+        )
 
 
 def _in_graph_with_zero_weight(layer: nn.Module) -> torch.Tensor:
@@ -1176,26 +1032,23 @@ class SimplifiedModel(SimplifiedPreTrainedModel):
         past_length = cache.get_seq_length() if isinstance(cache, Cache) else 0
         seq_len = inputs_embeds.shape[1]
         if position_ids is None and kwargs.get("cu_seq_lens_q") is not None and past_length == 0:
-            position_ids = _positions_from_cu_seq_lens(kwargs["cu_seq_lens_q"], seq_len)  # packed, varlen kwargs only
+            position_ids = positions_from_cu_seq_lens(kwargs["cu_seq_lens_q"], seq_len)  # packed, varlen kwargs only
         given_positions = position_ids is not None
         if self.config.position_embedding_type == "learned" and not is_torchdynamo_compiling():
-            _check_learned_positions(position_ids, past_length, seq_len, self.config.max_position_embeddings)
+            check_learned_positions(position_ids, past_length, seq_len, self.config.max_position_embeddings)
         if position_ids is None:
             position_ids = (torch.arange(seq_len, device=inputs_embeds.device) + past_length).unsqueeze(0)
 
         # packed rows (no mask, given positions restarting at 0; read on the host): attention stays in each sequence.
-        # Its mask indexes the keys by this call's tokens, so not with a fixed-length cache, whose keys run further
-        # (`generate`'s static-cache prefill gives positions and no mask: compiled, the unpacked check is not made)
+        # Its mask indexes the keys by this call's tokens, so not with a fixed-length cache, whose keys run further:
+        # there packed rows are refused (`generate`'s static-cache prefill gives positions and no mask: compiled, the
+        # positions cannot be read, and neither check is made)
         sequence_ids = None
-        if (
-            given_positions
-            and attention_mask is None
-            and (cache is None or max_cache_length(cache) < 0)
-            and isinstance(past_length, int)
-            and past_length == 0
-            and seq_len > 1
-        ):
-            sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
+        if given_positions and attention_mask is None and isinstance(past_length, int) and past_length == 0:
+            if seq_len > 1 and (cache is None or max_cache_length(cache) < 0):
+                sequence_ids = find_packed_sequence_indices(position_ids.expand(inputs_embeds.shape[0], -1))
+            elif seq_len > 1 and not is_torchdynamo_compiling():
+                _refuse_packed_rows_in_fixed_cache(position_ids, cache)
         mask_fn = create_causal_mask if causal else create_bidirectional_mask
         # no `position_ids` for the mask: transformers' own packed-row detection would re-index `and_mask_function`
         mask_kwargs = {CACHE_FIELD: cache} if causal else {}
@@ -1252,6 +1105,33 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, new_embeddings: nn.Linear):
         self.lm_head = new_embeddings
 
+    #: inductor's options in `compile_for_decoding`: `freezing` makes the weights constants of the graph (float32 ones
+    #: prepacked for oneDNN's GEMMs); a producer of more than 8 ops is computed once into a buffer, not inlined into
+    #: each row of the one-row reductions that read 16-bit weights (`kernels_simplified.one_row_16bit`), which would
+    #: redo it for every weight row (inductor's default, 30, left a norm and a residual add inside them)
+    decoding_compile_options = {"freezing": True, "realize_opcount_threshold": 8}
+    #: set by `compile_for_decoding`: the weights are constants of the compiled graph, so the model never trains again
+    frozen_for_decoding = False
+
+    def compile_for_decoding(self) -> "SimplifiedForCausalLM":
+        """The compiled decoding recipe (docs/inference.md), in place: eval mode, `forward` compiled whole by inductor
+        with `decoding_compile_options`; decode with `generate(..., cache_implementation="static")`, whose steps all
+        have the same shapes. It compiles on the first call (the prompt's graph and a step's). With the weights frozen
+        into the graph, `train()` is refused from then on: changed weights would never reach it."""
+        self.eval()
+        self.forward = torch.compile(self.forward, fullgraph=True, options=dict(self.decoding_compile_options))
+        self.frozen_for_decoding = True
+        return self
+
+    def train(self, mode: bool = True):
+        if mode and self.frozen_for_decoding:
+            raise RuntimeError(
+                "This model was compiled for decoding (compile_for_decoding): its weights are constants of the "
+                "compiled graph, which training would never update. Train a fresh copy (from_pretrained) and compile "
+                "it for decoding afterwards."
+            )
+        return super().train(mode)
+
     def generate(self, *args, **kwargs):
         """`GenerationMixin.generate`, for causal models only: a bidirectional model (`is_causal=False`, e.g. a
         masked-LM checkpoint) lets earlier tokens attend to later ones, so cached decoding cannot equal recomputing
@@ -1298,16 +1178,15 @@ class SimplifiedForCausalLM(SimplifiedPreTrainedModel, GenerationMixin):
         past_key_values: the older name of `cache` (`cache_argument` passes it on as `cache`)."""
         if use_cache is None and labels is not None and self.training:
             use_cache = False  # a training step builds no cache (it would copy every layer's keys and values)
-        if skip_logits is None:
-            skip_logits = self.training
-        fused = skip_logits and labels is not None
-        input_ids, inputs_embeds, tied = self._embed_for_fused_loss(fused, input_ids, inputs_embeds, self.lm_head)
-        outputs = self.model(
-            input_ids=input_ids,
+        fused = (self.training if skip_logits is None else skip_logits) and labels is not None
+        outputs, tied = self._base_model_outputs(
+            fused,
+            self.lm_head,
+            input_ids,
+            inputs_embeds,
             attention_mask=attention_mask,
             position_ids=position_ids,
             cache=cache,
-            inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             **kwargs,
         )
@@ -1375,17 +1254,17 @@ class _HeadOnLastHiddenState(SimplifiedPreTrainedModel):
     ) -> MaskedLMOutput | SequenceClassifierOutputWithPast:
         r"""skip_logits: as `SimplifiedForCausalLM.forward` (heads with a `_fused_loss`; the classifier always returns
         its logits)."""
-        if skip_logits is None:
-            skip_logits = self.training
-        fused = skip_logits and labels is not None and self._fused_loss is not None
+        fused = (self.training if skip_logits is None else skip_logits) and labels is not None
+        fused = fused and self._fused_loss is not None
         head = self.get_output_embeddings() if fused else None
-        input_ids, inputs_embeds, tied = self._embed_for_fused_loss(fused, input_ids, inputs_embeds, head)
         kwargs.pop("use_cache", None)  # generic callers pass it (as to BertForMaskedLM); these heads never cache
-        outputs = self.model(
-            input_ids=input_ids,
+        outputs, tied = self._base_model_outputs(
+            fused,
+            head,
+            input_ids,
+            inputs_embeds,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
             use_cache=False,
             **kwargs,
         )

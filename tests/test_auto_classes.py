@@ -27,7 +27,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "modeling_simplified"
 SHIPPED = (
     "configuration_simplified.py",
     "modeling_simplified.py",
+    "embeddings_simplified.py",
     "kernels_simplified.py",
+    "checkpoints_simplified.py",
     "compat_simplified.py",
     "tensor_parallel_simplified.py",
 )

@@ -2,6 +2,7 @@
 Speed itself is measured by `make bench`, never asserted by a test."""
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -38,6 +39,23 @@ def test_ratios_are_per_round_and_of_minimum_times():
     assert r["ratio_median"] == pytest.approx(1.5)  # per round: 2.0, 1.0, 1.5
     assert (r["ratio_low"], r["ratio_high"]) == (1.0, 2.0)
     assert r["ratio_of_min"] == 2.0
+
+
+def test_host_record_is_the_one_record_of_where_a_measurement_ran(monkeypatch):
+    """`benchmarks.benchmark`'s meta and `experiments.depth_speed`'s JSON both start from `common.host_record`: the
+    command, the machine with its CPU count, the versions, the commit, the load, malloc's environment, the CPU flags
+    and a GEMM peak per precision."""
+    from experiments import depth_speed
+
+    assert benchmark.host_record is depth_speed.host_record is common.host_record
+    peaks = {"float32": 1.0, "bf16": 0.5}
+    monkeypatch.setattr(common, "gemm_peaks", lambda device: peaks)  # (minutes on a loaded 2-core host)
+    record = common.host_record("python -m x --jobs 2")
+    assert record["command"] == "python -m x --jobs 2" and f", {os.cpu_count()} CPUs, " in record["machine"]
+    assert (record["torch"], record["transformers"]) == (torch.__version__, transformers.__version__)
+    assert len(record["load_average_at_start"]) == 3 and record["malloc_env"] == common.malloc_env()
+    assert set(record["cpu_flags"]) <= set(CPU_FLAGS) and record["gemm_peak_gflops"] is peaks
+    assert record["commit"] is None or record["commit"] == common.commit()
 
 
 def test_train_process_times_its_own_steps_and_reports_its_model():

@@ -173,18 +173,27 @@ def firewall(monkeypatch):
 
 
 def test_a_paper_preset_trains_on_a_local_folder_behind_a_firewall(tmp_path, capsys, firewall):
-    """...and the console names its two training losses (the Trainer's last line the mean, the summary both); the
-    run's precision is in metrics.json and the card."""
+    """...evaluated on another local folder (`--eval-dataset`), which metrics.json and the card name as the eval set;
+    and the console names its two training losses (the Trainer's last line the mean, the summary both); the run's
+    precision is in metrics.json and the card."""
+    from huggingface_hub import ModelCard
+
     folder = _code_folder(tmp_path / "localds")
+    eval_folder = _code_folder(tmp_path / "evalds")
     run = tmp_path / "run"
     shrink = [arg for a in SHRINK for arg in ("--set", a)]
-    argv = ["--preset", "codeparrot-sas_p", "--dataset", str(folder), "--max-steps", "2"]
-    assert main([*argv, *shrink, "--output-dir", str(run)]) == 0
-    assert firewall == [(str(folder), "train"), (str(folder), "validation")]
+    argv = ["--preset", "codeparrot-sas_p", "--dataset", str(folder), "--eval-dataset", str(eval_folder)]
+    assert main([*argv, "--max-steps", "2", *shrink, "--output-dir", str(run)]) == 0
+    assert firewall == [(str(folder), "train"), (str(eval_folder), "validation")]
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["dataset"] == str(folder) and metrics["steps"] == 2
+    assert (metrics["eval_dataset"], metrics["eval_split"]) == (str(eval_folder), "validation")
     assert metrics["training_precision"] == "float32"
-    assert "| training precision | float32 |" in (run / "export" / "README.md").read_text()
+    card = (run / "export" / "README.md").read_text()
+    assert "| training precision | float32 |" in card
+    assert f"| evaluation data | {eval_folder} (split validation) |" in card
+    results = ModelCard(card).data.eval_results
+    assert {(r.dataset_name, r.dataset_split) for r in results} == {(str(eval_folder), "validation")}
     out = capsys.readouterr().out
     trainer_line = next(line for line in out.splitlines() if "train_steps_per_second" in line)
     assert "'train_loss_mean'" in trainer_line and "'train_loss'" not in trainer_line
@@ -205,6 +214,34 @@ def test_an_unreachable_eval_set_names_the_flag_that_replaces_it(tmp_path, capsy
     assert main(argv) == 2
     line = _error_line(capsys)
     assert "the dataset has the splits train" in line and "--eval-dataset" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_local_folders_of_code_or_text_files_get_one_line_naming_the_layout(tmp_path, capsys, firewall):
+    """A folder of .py files (no data file `datasets` reads) is one line naming the layout a local folder needs, and
+    no connection advice (none was tried); a folder of .txt files loads one document per line under a `text`
+    column: the missing `content` column, and with `data.text_column=text` lines too short for a window, are one line
+    that says so."""
+    shrink = [arg for a in SHRINK for arg in ("--set", a)]
+    code = tmp_path / "code"
+    code.mkdir()
+    for i in range(3):
+        (code / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    argv = ["--preset", "codeparrot-sas_p", "--max-steps", "1", *shrink, "--output-dir", str(tmp_path / "run")]
+    assert main([*argv, "--dataset", str(code)]) == 2
+    line = _error_line(capsys)
+    assert "train.jsonl and validation.jsonl" in line and "'content'" in line and "connection" not in line
+    text = tmp_path / "text"
+    text.mkdir()
+    for split in ("train", "validation"):
+        (text / f"{split}.txt").write_text("".join(f"a short line of text number {i}\n" for i in range(40)))
+    assert main([*argv, "--dataset", str(text)]) == 2
+    line = _error_line(capsys)
+    assert "no 'content' column" in line and "its columns: text" in line
+    assert "Each line of a .txt file is its own document" in line
+    assert main([*argv, "--dataset", str(text), "--set", "data.text_column=text"]) == 2
+    line = _error_line(capsys)
+    assert "yields no full" in line and "Each line of a .txt file is its own document" in line
     assert not (tmp_path / "run").exists()
 
 

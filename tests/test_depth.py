@@ -133,6 +133,7 @@ def test_the_shallow_sweep_brackets_then_the_deep_one_starts_at_each_best_and_it
     assert result["run_time"]["runs"] == len(result["runs"]) and result["run_time"]["training_s"] == 2.0 * len(
         result["runs"]
     )
+    assert result["run_time"]["jobs"] == 1  # recorded, not re-parsed from the command
     written = (out / "results.md").read_text()
     for name in ("loss_vs_step.png", "lr_sweep.png", "init_signal_propagation.png"):
         assert (out / name).stat().st_size > 0

@@ -134,3 +134,77 @@ def test_the_demo_keeps_a_previous_run(tmp_path):
     (path / "metrics.json").write_text("{}")
     assert output_dir_for(demo)[0] == tmp_path / "demo-3"
     assert output_dir_for(demo, overwrite=True) == (demo, None)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the docs a new user reads
+# ------------------------------------------------------------------------------------------------------------------
+PAGES = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but `-` and `_` dropped, spaces as `-`."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_of_the_docs_reaches_its_file_and_heading():
+    """A link to a page of the checkout names a file that exists and, with `#anchor`, one of its headings (GitHub's
+    anchors; links inside code blocks are code)."""
+    broken = []
+    for page in PAGES:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md":
+                headings = re.findall(r"^#+\s+(.*)$", dest.read_text(), re.M)
+                if anchor not in {_anchor(h) for h in headings}:
+                    broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def test_the_recipes_table_of_training_md_names_every_preset():
+    """docs/training.md's Recipes table has a row for every preset `--list-presets` prints: by name, a family's
+    `<family>-<block>` row, or `-<row>` after a name of the same family."""
+    from modeling_simplified.training.presets import _catalogue
+
+    catalogue = _catalogue()
+    text = (REPO / "docs" / "training.md").read_text()
+    table = text[text.index("## Recipes") :].split("\n## ")[0]
+    named = set()
+    for row in re.findall(r"^\| (.*?) \|", table, re.M):
+        family = None
+        for name in re.findall(r"`([^`]+)`", row):
+            if name.endswith("-<block>"):
+                family = name.removesuffix("-<block>")
+                named |= {p for p, (f, _) in catalogue.items() if f == family}
+            elif name.startswith("-") and family:
+                named.add(f"{family}{name}")
+            elif name in catalogue:
+                family = catalogue[name][0]
+                named.add(name)
+    assert sorted(set(catalogue) - named) == []
+
+
+def test_the_demo_sample_of_training_md_shows_the_summary_keys_of_today():
+    """The summary line `make demo` prints, as docs/training.md shows it, names today's keys in today's order (those
+    of a causal-LM run: `SUMMARY_KEYS`)."""
+    from modeling_simplified.training.api import SUMMARY_KEYS
+
+    text = (REPO / "docs" / "training.md").read_text()
+    (line,) = re.findall(r"^simplified-train: done in runs/demo: (.*)$", text, re.M)
+    causal = ("steps", "tokens_seen", "train_loss", "train_loss_mean", "eval_loss", "perplexity")
+    expected = [name for key, name in SUMMARY_KEYS.items() if key in (*causal, "training_precision", "wall_time_s")]
+    assert re.findall(r'"(\w+)":', line) == expected
+
+
+def test_the_readme_says_how_to_reach_the_commands_after_make_demo():
+    """The commands live in .venv: the README says so (activate it, or call .venv/bin/...) before its first
+    `simplified-train`, which a fresh shell otherwise answers with "command not found"."""
+    text = (REPO / "README.md").read_text()
+    first_command = text.index("simplified-train --")
+    assert "source .venv/bin/activate" in text[:first_command] and ".venv/bin/simplified-train" in text[:first_command]

@@ -3,6 +3,7 @@ process that cannot import this package, through the real `huggingface_hub` clie
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -19,6 +20,7 @@ from conftest import TOKEN, perturb_, tiny_config
 from hub_server import HubServer, git_blob_sha
 from safetensors import safe_open
 
+import modeling_simplified.modeling_simplified as modeling_mod
 from modeling_simplified import (
     BLOCK_TYPES,
     SimplifiedConfig,
@@ -44,7 +46,9 @@ EXPORT_FILES = {
     "config.json",
     "configuration_simplified.py",
     "modeling_simplified.py",
+    "embeddings_simplified.py",
     "kernels_simplified.py",
+    "checkpoints_simplified.py",
     "compat_simplified.py",
     "tensor_parallel_simplified.py",
     "model.safetensors",
@@ -251,6 +255,21 @@ def test_export_folder_is_exactly_the_hub_folder(cls, tmp_path, bpe_tokenizer):
         generation = json.loads((out / "generation_config.json").read_text())
         assert generation["eos_token_id"] == bpe_tokenizer.eos_token_id
         assert generation["pad_token_id"] == bpe_tokenizer.pad_token_id
+
+
+def test_code_files_are_the_modeling_file_and_every_sibling_it_reaches():
+    """`CODE_FILES` is what `save_pretrained` ships: the modeling file and, transitively, every module it imports by
+    a single-dot sibling import; and every `*_simplified.py` module of the package is one of them (a new shipped
+    module missing from `CODE_FILES` fails here, not on a user's `trust_remote_code` load)."""
+    package = Path(modeling_mod.__file__).parent
+    reached, todo = set(), ["modeling_simplified.py"]
+    while todo:
+        name = todo.pop()
+        reached.add(name)
+        for node in ast.walk(ast.parse((package / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and f"{node.module}.py" not in reached:
+                todo.append(f"{node.module}.py")
+    assert reached == set(CODE_FILES) == {p.name for p in package.glob("*_simplified.py")}
 
 
 def test_export_refuses_foreign_folders_and_replaces_previous_exports(tmp_path):

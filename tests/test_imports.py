@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +26,9 @@ ALLOWED_FUNCTION_LEVEL: dict[str, str] = {
     "matplotlib) loads once the arguments are read: `--help` and bad options answer without it",
     "modeling_simplified.training.glue: modeling_simplified.training.api": "the same for `simplified-glue`: the "
     "training stack loads for the first fine-tuning run, after the tasks and seeds are checked",
+    "modeling_simplified: modeling_simplified.configuration_simplified": "the package's names load on first use "
+    "(PEP 562), so that importing one of its modules (a console command's) does not import torch and transformers",
+    "modeling_simplified: modeling_simplified.modeling_simplified": "the same: the model classes register on first use",
 }
 #: the checkout's tools: plain folders that import the installed package
 TOOLS = ("benchmarks", "experiments", "examples")
@@ -174,3 +178,18 @@ def test_relative_and_function_level_imports_are_resolved(tmp_path):
         ("modeling_simplified.modeling_simplified", 2, False),
         ("modeling_simplified.training.trainer", 5, True),
     ]
+
+
+def test_the_package_and_its_commands_module_import_without_torch():
+    """`import modeling_simplified.commands` (every console command's entry) imports neither torch nor transformers:
+    the package's names load on first use, when each one resolves and the Auto classes know the family."""
+    code = (
+        "import sys\n"
+        "import modeling_simplified, modeling_simplified.commands\n"
+        "assert not {'torch', 'transformers'} & set(sys.modules), sorted(set(sys.modules) & {'torch', 'transformers'})\n"
+        "for name in modeling_simplified.__all__:\n"
+        "    getattr(modeling_simplified, name)\n"
+        "from transformers import AutoConfig\n"
+        "assert type(AutoConfig.for_model('simplified')).__name__ == 'SimplifiedConfig'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

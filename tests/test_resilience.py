@@ -543,6 +543,24 @@ def test_a_signal_before_training_stops_at_once_without_a_traceback(tmp_path):
     assert _one_line(run.stderr()).startswith("simplified-train: stopped at once by SIGINT")
 
 
+@pytest.mark.parametrize("moment", ["importing torch", "importing the package"])
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, moment):
+    """Ctrl-C before `simplified-train` has even imported its modules (the console script's seconds of torch and
+    transformers imports): status 130 and one line, no KeyboardInterrupt traceback (`modeling_simplified/commands.py`)."""
+    script = Path(sys.executable).parent / "simplified-train"
+    run = Launched([str(script), *CAUSAL, "--output-dir", str(tmp_path / "run")], tmp_path / "logs")
+    # a shared library the process has mapped: torch's (early in `import torch`), safetensors' (later: the package)
+    loaded = "libtorch_cpu" if moment == "importing torch" else "_safetensors_rust"
+    deadline = time.time() + 300
+    while loaded not in Path(f"/proc/{run.proc.pid}/maps").read_text():
+        assert run.proc.poll() is None and time.time() < deadline, run.stderr()[-3000:]
+        time.sleep(0.01)
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish() == 130, run.stderr()[-3000:]
+    assert _one_line(run.stderr()).startswith("simplified-train: ")
+    assert not (tmp_path / "run").exists()
+
+
 def _torchrun(*args: str) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m"] + [
         "modeling_simplified.training.cli",

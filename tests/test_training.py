@@ -149,7 +149,9 @@ def test_masked_run_learns_with_the_batch_ramp(masked_run):
     assert metrics["task"] == "masked-lm"
 
 
-def test_fine_tuning_on_the_offline_task_beats_the_majority_class(masked_run, tmp_path):
+def test_fine_tuning_on_the_offline_task_beats_the_majority_class(masked_run, tmp_path, capfd):
+    """...and transformers' load report (the new classifier missing, the masked-LM head unused) is one line saying
+    that fine-tuning expects exactly that."""
     run = tmp_path / "glue"
     status = main(
         [
@@ -176,6 +178,28 @@ def test_fine_tuning_on_the_offline_task_beats_the_majority_class(masked_run, tm
     metrics = json.loads((run / "metrics.json").read_text())
     assert 0.5 <= metrics["majority_baseline"] < 0.6
     assert metrics["eval_accuracy"] > metrics["majority_baseline"] + 0.05, metrics
+    err = capfd.readouterr().err
+    assert "LOAD REPORT" not in err
+    assert f"--init-from {masked_run}: the pretrained trunk is loaded whole; the new head's score.bias, " in err
+
+
+def test_a_load_that_fine_tuning_does_not_expect_keeps_transformers_report(tmp_path, capfd):
+    """A trunk weight the checkpoint lacks is no fine-tuning's head change: transformers' report stays."""
+    from safetensors.torch import save_file
+
+    from modeling_simplified import SimplifiedForMaskedLM, SimplifiedForSequenceClassification
+    from modeling_simplified.training.api import _load_for_fine_tuning
+
+    SimplifiedForMaskedLM(tiny_config("sas_p")).save_pretrained(tmp_path / "mlm")
+    _load_for_fine_tuning(SimplifiedForSequenceClassification, tmp_path / "mlm", num_labels=2)
+    err = capfd.readouterr().err
+    assert "LOAD REPORT" not in err and "the new head's score.bias, score.weight start from random weights" in err
+    weights = load_file(tmp_path / "mlm" / "model.safetensors")
+    del weights["model.norm.weight"]
+    save_file(weights, tmp_path / "mlm" / "model.safetensors", metadata={"format": "pt"})
+    _load_for_fine_tuning(SimplifiedForSequenceClassification, tmp_path / "mlm", num_labels=2)
+    err = capfd.readouterr().err
+    assert "LOAD REPORT" in err and "model.norm.weight" in err and "as fine-tuning" not in err
 
 
 def test_dataset_loading_code_streams_a_dataset_in_the_codeparrot_layout(tmp_path):
@@ -207,6 +231,7 @@ def test_dataset_loading_code_streams_a_dataset_in_the_codeparrot_layout(tmp_pat
     assert status == 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["dataset"] == str(folder) and metrics["tokens_seen"] == 6 * 8 * 128
+    assert (metrics["eval_dataset"], metrics["eval_split"]) == (str(folder), "validation")  # its own validation split
 
 
 def _cli(*args: str) -> subprocess.Popen:

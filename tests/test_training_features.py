@@ -134,6 +134,31 @@ def test_compiled_static_cache_decoding_equals_eager(block_type, position):
     _compiled_equals_eager(model, ids, mask, with_static_cache=True)
 
 
+def test_a_model_compiled_for_decoding_refuses_to_train():
+    """`compile_for_decoding` freezes the weights into the graph: `train()` (which the Trainer calls) is then one
+    error, `eval()` still works; a model never compiled trains as before."""
+    model = build("sas_p")
+    assert model.compile_for_decoding() is model and not model.training
+    with pytest.raises(RuntimeError, match="compiled for decoding"):
+        model.train()
+    model.eval()
+    assert build("sas_p").train().training
+
+
+def test_packed_rows_with_a_fixed_length_cache_are_refused():
+    """A packed row (positions restarting at 0, no mask) needs its own mask, which a fixed-length cache's keys
+    cannot take: one error naming what is allowed, where the row used to attend across its sequences. Positions that
+    do not restart (`generate`'s static-cache prefill) pass, and so does the packed row without a cache."""
+    model = build("sas").eval()
+    ids = torch.randint(1, 97, (1, 8), generator=torch.Generator().manual_seed(0))
+    packed = torch.tensor([[0, 1, 2, 0, 1, 2, 3, 4]])
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="packed sequences.*StaticCache.*Allowed: cache=None"):
+            model(ids, position_ids=packed, cache=StaticCache(config=model.config, max_cache_len=12))
+        model(ids, position_ids=torch.arange(8)[None], cache=StaticCache(config=model.config, max_cache_len=12))
+        model(ids, position_ids=packed, use_cache=False)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # dtypes (correctness on tiny shapes only: finite, loosely close to fp32)
 # ----------------------------------------------------------------------------------------------------------------
@@ -342,9 +367,7 @@ kw = dict(max_new_tokens=5, min_new_tokens=5, do_sample=False, eos_token_id=None
           cache_implementation="static", output_logits=True, return_dict_in_generate=True)
 with torch.no_grad():
     eager = torch.stack(model.generate(prompt, **kw).logits)
-    model.forward = torch.compile(
-        model.forward, fullgraph=True, options={"freezing": True, "realize_opcount_threshold": 8}
-    )
+    model.compile_for_decoding()
     out = model.generate(prompt, **kw)
 compiled = torch.stack(out.logits)
 print(hashlib.sha256(compiled.float().numpy().tobytes()).hexdigest(), (compiled - eager).abs().max().item())

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 
 from benchmarks.common import Context, format_ratio, gemm_weights, ratios, round_robin
+from modeling_simplified import SimplifiedForCausalLM
 
 ON_CUDA = True
 BF16 = True
@@ -45,18 +46,18 @@ def greedy(ctx: Context, batch_size: int, **generate_kwargs) -> Callable[[str, t
     return generate
 
 
-#: the inductor options of the compiled decoding recipe: `freezing` makes the weights constants of the graph,
-#: prepacked for oneDNN's GEMMs; a producer of more than 8 ops is computed once into a buffer, not inlined into each
-#: row of the one-row reductions that read 16-bit weights (`kernels_simplified.one_row_16bit`), which would redo it
-#: for every weight row (inductor's default, 30, left a norm and a residual add inside them)
-DECODING_OPTIONS = {"freezing": True, "realize_opcount_threshold": 8}
+#: the inductor options of the compiled decoding recipe (the model's, applied to GPT-2 alike)
+DECODING_OPTIONS = SimplifiedForCausalLM.decoding_compile_options
 
 
 def compile_for_decoding(model: torch.nn.Module) -> torch.nn.Module:
-    """docs/inference.md's compiled decoding recipe, in place: `forward` compiled whole (`fullgraph=True`) by inductor
-    with `DECODING_OPTIONS`; call `generate` with `cache_implementation="static"` (`STATIC`), so that every decoding
-    step has the same shapes. It compiles on the first call (once for the prompt, once for a step)."""
-    model.forward = torch.compile(model.forward, fullgraph=True, options=DECODING_OPTIONS)
+    """docs/inference.md's compiled decoding recipe, in place: `SimplifiedForCausalLM.compile_for_decoding` (`forward`
+    compiled whole by inductor with `DECODING_OPTIONS`, and `train()` refused afterwards), GPT-2's `forward` compiled
+    alike; call `generate` with `cache_implementation="static"` (`STATIC`), so that every decoding step has the same
+    shapes. It compiles on the first call (once for the prompt, once for a step)."""
+    if isinstance(model, SimplifiedForCausalLM):
+        return model.compile_for_decoding()
+    model.forward = torch.compile(model.forward, fullgraph=True, options=dict(DECODING_OPTIONS))
     return model
 
 
@@ -71,15 +72,16 @@ def run(ctx: Context) -> dict:
 def run_models(ctx: Context, compiled: bool) -> dict:
     """The round-robin comparison at each batch size, eager or by the compiled recipe (one compiled model per batch
     size: its static cache fixes the shapes; the untimed warm-up round compiles it)."""
-    torch.manual_seed(0)
-    models = {name: ctx.inference_model(name) for name in NAMES}
-    weights = {name: gemm_weights(model) for name, model in models.items()}
-    out = {}
+    models, weights, out = {}, {}, {}
     for batch_size in BATCHES:
-        if compiled:
-            torch._dynamo.reset()
+        if compiled or not models:  # eager models serve every batch size; compiled ones one each
+            if compiled:
+                torch._dynamo.reset()
             torch.manual_seed(0)
-            models = {name: compile_for_decoding(ctx.inference_model(name)) for name in NAMES}
+            models = {name: ctx.inference_model(name) for name in NAMES}
+            weights = weights or {name: gemm_weights(model) for name, model in models.items()}
+            if compiled:
+                models = {name: compile_for_decoding(model) for name, model in models.items()}
         results = round_robin(models, ctx.timed(greedy(ctx, batch_size, **(STATIC if compiled else {}))), ctx.rounds)
         vs = ratios(results, "gpt2")
         out[f"batch_{batch_size}"] = {

@@ -170,6 +170,7 @@ def reproduce_depth(args: argparse.Namespace, command: str) -> dict[str, Any]:
             "runs": len(every),
             "training_s": sum(r["train_time_s"] for r in every),
             "torch_threads": sorted({r["torch_threads"] for r in every}),
+            "jobs": args.jobs,  # runs trained at a time (what docs/reproduction.md says of the run's time)
         },
         # without the per-layer gain trajectories (48 blocks × 4 gains × every log: megabytes the report does not
         # use); each run's own record.json keeps them

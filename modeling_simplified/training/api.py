@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -219,29 +221,52 @@ def _train(plan: TrainPlan, stopper: StopOnSignal) -> TrainResult:
     checked = check_plan(plan)
     if checked.finished:
         return _finished_result(plan.output_dir, checked.resume_from)
-    preset, out = plan.preset, plan.output_dir
-    raptr = plan.raptr
-    raptr_cb = _raptr_callback(raptr) if raptr is not None else None
+    raptr_cb = _raptr_callback(plan.raptr) if plan.raptr is not None else None
     # under torchrun / accelerate launch this joins the process group (no file is written)
-    args = training_arguments(preset.training, str(out), eval_on_start=checked.resume_from is None)
-    main_process = args.process_index == 0
-    model, data = _model_and_data(preset, checked.init_from, checked.resume_from)
-    lr_decay_start = None
-    if raptr_cb is not None:
-        steps = planned_steps(args, data.train)
-        _check_raptr_schedule(raptr_cb, model, steps)
-        if raptr.lr_schedule == "stagewise":
-            if steps is None:
-                raise UsageError(
-                    "--raptr-lr-schedule stagewise needs the run's number of optimizer steps, which a dataset "
-                    "without length does not give: pass --max-steps, or --raptr-lr-schedule preset."
-                )
-            lr_decay_start = raptr_cb.build(model.config, steps).stages[-1].start
+    args = training_arguments(plan.preset.training, str(plan.output_dir), eval_on_start=checked.resume_from is None)
+    model, data = _model_and_data(plan.preset, checked.init_from, checked.resume_from)
+    lr_decay_start = _stagewise_decay_start(plan.raptr, raptr_cb, model, args, data.train)
+    _start_output_dir(plan, args, checked)
+    trainer = _build_trainer(plan, args, model, data, [raptr_cb, stopper], lr_decay_start, started)
+    totals = _train_to_the_end(trainer, checked.resume_from, stopper, plan.output_dir)
+    result = _result(plan, trainer, model, data, checked, totals)
+    if raptr_cb is not None:  # the Trainer may have replaced it by one restored from the checkpoint
+        report = next(cb for cb in trainer.callback_handler.callbacks if type(cb) is type(raptr_cb)).report
+        result.metrics["raptr"] = {**report, "lr_schedule": plan.raptr.lr_schedule, "lr_decay_start": lr_decay_start}
+    wall_before = totals["wall_time_s"] - totals["segments"][-1]["wall_time_s"]  # the earlier processes'
+    if trainer.is_world_process_zero():  # it alone writes the plot, the export and metrics.json
+        _write_run_files(plan, trainer, model, data, result.metrics, totals, wall_before, started)
+    result.metrics["segments"][-1]["wall_time_s"] = time.time() - started  # this process's, to the end
+    result.metrics["wall_time_s"] = wall_before + result.metrics["segments"][-1]["wall_time_s"]
+    if trainer.is_world_process_zero():
+        (plan.output_dir / "metrics.json").write_text(json.dumps(result.metrics, indent=2) + "\n")
+    return result
 
-    # everything that can fail on user input has been checked (on every rank: check_plan read the output directory,
-    # hence the barrier): from here on the world process zero writes the output directory
+
+def _stagewise_decay_start(raptr: RaptrOptions | None, callback, model, args, train_dataset) -> int | None:
+    """RaPTr's schedule checked for the model and the run's optimizer steps (before anything is written); with the
+    stagewise lr schedule, the step where the lr starts to decay (the last stage's start). None without RaPTr."""
+    if callback is None:
+        return None
+    steps = planned_steps(args, train_dataset)
+    _check_raptr_schedule(callback, model, steps)
+    if raptr.lr_schedule != "stagewise":
+        return None
+    if steps is None:
+        raise UsageError(
+            "--raptr-lr-schedule stagewise needs the run's number of optimizer steps, which a dataset "
+            "without length does not give: pass --max-steps, or --raptr-lr-schedule preset."
+        )
+    return callback.build(model.config, steps).stages[-1].start
+
+
+def _start_output_dir(plan: TrainPlan, args, checked: CheckedPlan) -> None:
+    """Everything that can fail on user input has been checked (on every rank: check_plan read the output directory,
+    hence the barrier): from here on the world process zero writes the output directory. A new run clears a previous
+    run's files; the preset goes to `preset.json`."""
+    out, preset = plan.output_dir, plan.preset
     _wait_for_everyone(args)
-    if main_process:
+    if args.process_index == 0:
         out.mkdir(parents=True, exist_ok=True)
         if checked.resume_from is None:
             for stale in [*out.glob("checkpoint-*"), out / "export"]:
@@ -252,6 +277,11 @@ def _train(plan: TrainPlan, stopper: StopOnSignal) -> TrainResult:
         (out / "preset.json").write_text(json.dumps({"name": preset.name, **preset.to_dict()}, indent=2) + "\n")
     _wait_for_everyone(args)
 
+
+def _build_trainer(plan: TrainPlan, args, model, data, callbacks: list, lr_decay_start, started: float):
+    """The `SimplifiedTrainer` of the run: the task's collator (padding, masking, packing), the diagnostics callback
+    with its probe batch (`plan.diagnostics`), the given callbacks (None ones left out)."""
+    preset = plan.preset
     if preset.task == "sequence-classification":
         collator = DataCollatorWithPadding(data.tokenizer)
     else:
@@ -268,7 +298,7 @@ def _train(plan: TrainPlan, stopper: StopOnSignal) -> TrainResult:
         # the signal-propagation probe's batch: the first evaluation examples, padded (no collator: no randomness)
         examples = [{"input_ids": data.eval[i]["input_ids"]} for i in range(min(8, len(data.eval)))]
         diag.probe_batch = dict(data.tokenizer.pad(examples, return_tensors="pt"))
-    trainer = SimplifiedTrainer(
+    return SimplifiedTrainer(
         model=model,
         args=args,
         train_dataset=data.train,
@@ -278,24 +308,36 @@ def _train(plan: TrainPlan, stopper: StopOnSignal) -> TrainResult:
         recipe=preset.training,
         diagnostics=diag,
         lr_decay_start=lr_decay_start,
-        callbacks=[cb for cb in (diag, raptr_cb, stopper) if cb],
+        callbacks=[cb for cb in (diag, *callbacks) if cb],
         compute_metrics=compute_metrics_for(data.glue_task, data.num_labels)
         if preset.task == "sequence-classification"
         else None,
         process_started=started,
     )
+
+
+def _train_to_the_end(trainer: SimplifiedTrainer, resume_from: Path | None, stopper: StopOnSignal, out: Path):
+    """Train (from `resume_from`'s checkpoint if given); a signal stops the run after its step's checkpoint
+    (`RunInterrupted`). Returns the whole run's totals (`run_totals`), a resumed run's earlier processes included
+    (up to the checkpoint it resumed from)."""
     first_step = 0
-    if checked.resume_from is not None:
-        first_step = json.loads((checked.resume_from / "trainer_state.json").read_text()).get("global_step", 0)
-    output = trainer.train(resume_from_checkpoint=str(checked.resume_from) if checked.resume_from else None)
+    if resume_from is not None:
+        first_step = json.loads((resume_from / "trainer_state.json").read_text()).get("global_step", 0)
+    output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     if stopper.stopped_at is not None:  # a signal: the checkpoint of this step is saved, the run is not finished
         raise RunInterrupted(stopper.signum, stopper.stopped_at, out)
-    # the whole run's figures, a resumed run's earlier processes included (up to the checkpoint it resumed from)
     totals = trainer.run_totals(output.training_loss * (trainer.state.global_step - first_step))
     if trainer.stream_resume is not None:
         totals["segments"][-1]["stream"] = trainer.stream_resume
+    return totals
+
+
+def _result(plan: TrainPlan, trainer: SimplifiedTrainer, model, data, checked: CheckedPlan, totals) -> TrainResult:
+    """The run's figures (`metrics`, what `metrics.json` holds but the wall times and the export) from the trained
+    Trainer: the final evaluation (the last logged one at the last step, or a new one), the task's metrics, the
+    diagnostics (`plan.diagnostics`)."""
+    preset, history = plan.preset, trainer.state.log_history
     train_time = totals["train_time_s"]
-    history = trainer.state.log_history
     final_eval = (
         next((e for e in reversed(history) if "eval_loss" in e and e.get("step") == trainer.state.global_step), None)
         or trainer.evaluate()
@@ -307,6 +349,9 @@ def _train(plan: TrainPlan, stopper: StopOnSignal) -> TrainResult:
         "task": preset.task,
         "block_type": model.config.block_type,
         "dataset": data.source,
+        # the set the eval figures are of (`--eval-dataset`, else `dataset`'s own) and its split
+        "eval_dataset": data.eval_source,
+        "eval_split": data.eval_split,
         "parameters": sum(p.numel() for p in model.parameters()),
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "steps": trainer.state.global_step,
@@ -326,48 +371,48 @@ def _train(plan: TrainPlan, stopper: StopOnSignal) -> TrainResult:
         metrics.update(_classification_metrics(trainer, data, final_eval))
     else:
         metrics["perplexity"] = math.exp(min(final_eval["eval_loss"], 700.0))
-    result = TrainResult(output_dir=out, metrics=metrics, log_history=history)
+    result = TrainResult(output_dir=plan.output_dir, metrics=metrics, log_history=history)
+    diag = trainer.diagnostics
     if diag is not None:
         result.layers, result.layer_history = diag.layers(model), diag.history
         metrics["diagnostics"] = diag.collect(model)
-    if raptr_cb is not None:  # the Trainer may have replaced it by one restored from the checkpoint
-        metrics["raptr"] = next(cb for cb in trainer.callback_handler.callbacks if type(cb) is type(raptr_cb)).report
-        metrics["raptr"] = {**metrics["raptr"], "lr_schedule": raptr.lr_schedule, "lr_decay_start": lr_decay_start}
-    wall_before = totals["wall_time_s"] - totals["segments"][-1]["wall_time_s"]  # the earlier processes'
-    if not trainer.is_world_process_zero():
-        metrics["segments"][-1]["wall_time_s"] = time.time() - started
-        metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
-        return result  # the world process zero writes the plot, the export and metrics.json
-
-    curve = plot_loss_curve(
-        history, out / "loss_curve.png", title=f"{preset.name} ({model.config.block_type}) on {data.source}"
-    )
-    if plan.export:
-        run_info = {
-            "dataset": data.source,
-            "steps": metrics["steps"],
-            "tokens_seen": tokens,
-            "learning_rate": preset.training.learning_rate,
-            "training_precision": TRAINING_PRECISION[preset.training.bf16],
-            "train_loss": metrics["train_loss"],
-            "eval_loss": metrics["eval_loss"],
-            "perplexity": metrics.get("perplexity"),
-            "loss_curve": str(curve),
-            "license": "apache-2.0",
-        }
-        hub_id = preset.data.dataset
-        if not data.source.startswith(EMBEDDED) and "/" in hub_id and not Path(hub_id).exists():
-            run_info["datasets"] = [hub_id]  # Hub ids only: card metadata
-        metrics["wall_time_s"] = wall_before + time.time() - started
-        run_info["wall_time_s"] = metrics["wall_time_s"]
-        if len(totals["segments"]) > 1:
-            run_info["wall_time_split"] = _time_split(totals["segments"], metrics["wall_time_s"] - wall_before)
-        run_info = {k: v for k, v in run_info.items() if v is not None}
-        metrics["export"] = str(_export(trainer, out, data.tokenizer, run_info))
-    metrics["segments"][-1]["wall_time_s"] = time.time() - started  # this process's, to the end
-    metrics["wall_time_s"] = wall_before + metrics["segments"][-1]["wall_time_s"]
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return result
+
+
+def _write_run_files(plan: TrainPlan, trainer, model, data, metrics: dict[str, Any], totals, wall_before, started):
+    """The world process zero's files: the loss curve and, unless `--no-export`, the Hub-ready export, whose card
+    takes the run's figures (`metrics` gets the export's path)."""
+    preset, out = plan.preset, plan.output_dir
+    curve = plot_loss_curve(
+        trainer.state.log_history,
+        out / "loss_curve.png",
+        title=f"{preset.name} ({model.config.block_type}) on {data.source}",
+    )
+    if not plan.export:
+        return
+    run_info = {
+        "dataset": data.source,
+        "eval_dataset": data.eval_source,
+        "eval_split": data.eval_split,
+        "steps": metrics["steps"],
+        "tokens_seen": metrics["tokens_seen"],
+        "learning_rate": preset.training.learning_rate,
+        "training_precision": TRAINING_PRECISION[preset.training.bf16],
+        "train_loss": metrics["train_loss"],
+        "eval_loss": metrics["eval_loss"],
+        "perplexity": metrics.get("perplexity"),
+        "loss_curve": str(curve),
+        "license": "apache-2.0",
+    }
+    hub_id = preset.data.dataset
+    if not data.source.startswith(EMBEDDED) and "/" in hub_id and not Path(hub_id).exists():
+        run_info["datasets"] = [hub_id]  # Hub ids only: card metadata
+    metrics["wall_time_s"] = wall_before + time.time() - started
+    run_info["wall_time_s"] = metrics["wall_time_s"]
+    if len(totals["segments"]) > 1:
+        run_info["wall_time_split"] = _time_split(totals["segments"], metrics["wall_time_s"] - wall_before)
+    run_info = {k: v for k, v in run_info.items() if v is not None}
+    metrics["export"] = str(_export(trainer, out, data.tokenizer, run_info))
 
 
 def _export(trainer: SimplifiedTrainer, out: Path, tokenizer, run_info: dict[str, Any]) -> Path:
@@ -436,7 +481,7 @@ def _model_and_data(preset: Preset, init_from: Path | None, resume_from: Path | 
     if init_from is not None:
         fine_tune = {k: v for k, v in preset.model.items() if k.endswith("dropout")}
         try:
-            model = cls.from_pretrained(str(init_from), **fine_tune, **extra)
+            model = _load_for_fine_tuning(cls, init_from, **fine_tune, **extra)
         except Exception as err:  # noqa: BLE001
             raise UsageError(f"--init-from {init_from}: cannot load a model there ({first_line(err)}).") from None
     else:
@@ -449,6 +494,40 @@ def _model_and_data(preset: Preset, init_from: Path | None, resume_from: Path | 
         fields = {**preset.model, "vocab_size": len(tokenizer), **specials, **extra}
         model = cls(build_config(fields, where=f"preset {preset.name!r} model"))
     return model, data
+
+
+def _load_for_fine_tuning(cls, folder: Path, **kwargs):
+    """`cls.from_pretrained(folder)`, with transformers' load report replaced by one line when it lists only what
+    fine-tuning for another head expects: the trunk loaded whole, the new head's weights missing (so randomly
+    initialised), the checkpoint's own head unused. Any other difference (a trunk weight missing or unused, a shape
+    mismatch) keeps transformers' report."""
+    held: list[logging.LogRecord] = []
+
+    def hold_the_report(record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" in str(record.msg):
+            held.append(record)
+            return False
+        return True
+
+    reporter = logging.getLogger("transformers.modeling_utils")
+    reporter.addFilter(hold_the_report)
+    try:
+        model, info = cls.from_pretrained(str(folder), output_loading_info=True, **kwargs)
+    finally:
+        reporter.removeFilter(hold_the_report)
+    trunk = f"{model.base_model_prefix}."
+    new, unused = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
+    if info["mismatched_keys"] or any(key.startswith(trunk) for key in (*new, *unused)):
+        for record in held:
+            reporter.handle(record)
+    elif new or unused:
+        print(
+            f"--init-from {folder}: the pretrained trunk is loaded whole; the new head's "
+            f"{', '.join(new) or 'weights'} start from random weights and the checkpoint's head "
+            f"({', '.join(unused) or 'none'}) is not used, as fine-tuning for another task expects.",
+            file=sys.stderr,
+        )
+    return model
 
 
 def _classification_metrics(trainer: SimplifiedTrainer, data, final_eval: dict[str, float]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from .presets import (
 )
 
 EPILOG = """examples:
-  simplified-train --preset codeparrot-tiny-sas_p                  # minutes on a laptop CPU, embedded data
+  simplified-train --preset codeparrot-tiny-sas_p                  # embedded data; ~half an hour on 2 busy cores
   simplified-train --preset codeparrot-sas --output-dir runs/sas   # the paper's CodeParrot setting
   simplified-train --preset codeparrot-tiny-sas_p --block-type pre_ln --max-steps 100 --set beta_ff_init=0.2
   simplified-train --preset crammed-bert-tiny-sas_p --set training.learning_rate=2e-3 --diagnostics

@@ -69,6 +69,8 @@ class TaskData:
     eval: datasets.Dataset
     tokenizer: PreTrainedTokenizerFast
     source: str  # a human-readable name of the data actually used
+    #: the evaluation set's name, as `source` names the training data (`data.eval_dataset`, else the same dataset)
+    eval_source: str = ""
     num_labels: int = 0
     label_names: tuple[str, ...] = ()
     #: classification: the GLUE task whose metrics score it (`metrics.py`; None: other data, accuracy)
@@ -105,6 +107,25 @@ def _looks_like_a_path(dataset_id: str) -> bool:
         dataset_id.startswith(("/", "~", "./", "../", ".\\", "..\\"))
         or dataset_id in (".", "..")
         or (len(dataset_id) > 2 and dataset_id[1] == ":" and dataset_id[2] in "/\\")
+    )
+
+
+#: What a local `--dataset DIR` must hold (docs/training.md, "Local data and behind a firewall").
+LOCAL_LAYOUT = (
+    "A local dataset folder holds one data file per split, train.jsonl and validation.jsonl, each line one JSON object "
+    "with the text in the preset's data.text_column ('content' for the code presets), or a save_to_disk folder"
+)
+
+
+def _text_lines_note(dataset_id: str) -> str:
+    """For a local folder of `.txt` files: how `datasets` reads them (a document per line), which explains a missing
+    column or documents too short for a window; else ''."""
+    folder = Path(dataset_id)
+    if not folder.is_dir() or not any(folder.rglob("*.txt")):
+        return ""
+    return (
+        " Each line of a .txt file is its own document (datasets' text loader, column 'text'): for whole files as "
+        "documents, write train.jsonl and validation.jsonl with one object per document."
     )
 
 
@@ -145,6 +166,8 @@ def load_remote(
                 f"cannot load dataset {where} from the files {data_files!r} ({files_field}): {reason}. Check the glob "
                 "against the repository's files, and the id."
             ) from None
+        if local.is_dir() and not data_files:  # a local folder: no connection was tried
+            raise UsageError(f"cannot load dataset {where}: {reason}. {LOCAL_LAYOUT}.") from None
         if isinstance(err, _NoSuchFolder):
             check = "Check the path"
         elif isinstance(err, ConnectionError) or _offline():
@@ -204,6 +227,17 @@ def _raw_text(spec: DataSpec, task: str):
             spec.eval_data_files,
             "data.eval_split",
         )
+        for name, split, ds in (
+            (spec.dataset, spec.train_split, train),
+            (spec.eval_dataset, spec.eval_split, evaluation),
+        ):
+            columns = getattr(ds, "column_names", None)  # (None: a stream that does not know them yet)
+            if columns is not None and spec.text_column not in columns:
+                raise UsageError(
+                    f"dataset {name or spec.dataset!r}, split {split!r}: no {spec.text_column!r} column to read the "
+                    f"texts from (data.text_column); its columns: {', '.join(columns)}. Pass --set "
+                    f"data.text_column=NAME.{_text_lines_note(name or spec.dataset)}"
+                )
         return train, evaluation, spec.text_column, spec.dataset
     if task == "causal-lm":
         return (
@@ -401,8 +435,26 @@ def _language_modelling(
         raise UsageError(
             f"the data from {source} yields no full {spec.seq_len}-token example for training or "
             "evaluation; use more data (data.max_train_samples) or a shorter data.seq_len."
+            + (
+                ""
+                if embedded
+                else _text_lines_note(spec.dataset) + (_text_lines_note(spec.eval_dataset) if spec.eval_dataset else "")
+            )
         )
-    return TaskData(train=train, eval=evaluation, tokenizer=tokenizer, source=source)
+    eval_source = source if embedded else _dataset_name(spec.eval_dataset or spec.dataset, spec.dataset_config)
+    return TaskData(
+        train=train,
+        eval=evaluation,
+        tokenizer=tokenizer,
+        source=source,
+        eval_source=eval_source,
+        eval_split="validation" if embedded else spec.eval_split,
+    )
+
+
+def _dataset_name(dataset: str, config: str | None) -> str:
+    """A dataset as a run reports it: its id or folder, and its config."""
+    return f"{dataset}/{config}" if config else dataset
 
 
 def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, vocab_size: int) -> TaskData:
@@ -453,7 +505,10 @@ def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, v
                 f"classes); found {feature!r}."
             )
         labels = tuple(feature.names) if num > 1 and hasattr(feature, "names") else ("score",) * num
-        source = f"{spec.dataset}/{spec.dataset_config}" if spec.dataset_config else spec.dataset
+        source = _dataset_name(spec.dataset, spec.dataset_config)
+    eval_source = (
+        source if spec.dataset == EMBEDDED else _dataset_name(spec.eval_dataset or spec.dataset, spec.dataset_config)
+    )
     if spec.dataset == EMBEDDED:
         glue_task, extra_raw, eval_split = None, {}, "validation"
     train_raw = _take(train_raw, spec.max_train_samples)
@@ -492,6 +547,7 @@ def _classification(spec: DataSpec, tokenizer: PreTrainedTokenizerFast | None, v
         eval=evaluation,
         tokenizer=tokenizer,
         source=source,
+        eval_source=eval_source,
         num_labels=len(labels),
         label_names=tuple(labels),
         glue_task=glue_task,

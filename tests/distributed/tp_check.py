@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 
-import modeling_simplified  # noqa: F401  (registers the Auto classes and the custom parallel styles)
+from modeling_simplified import SimplifiedConfig  # noqa: F401  (registers the Auto classes and the parallel styles)
 
 NEW_TOKENS = 8
 

@@ -193,7 +193,7 @@ def results() -> list[str]:
     init = result["init_diagnostics"]
     pre_ln = {k: init[k]["pre_ln"] for k in (shallow, deep)}
     others = [init[k][n] for k in (shallow, deep) for n in ("sas", "sas_p", "value_skipinit")]
-    jobs = result["command"].split("--jobs ")[1].split()[0]
+    jobs = result["run_time"]["jobs"]  # recorded by experiments/reproduce/run.py
     return [
         command,
         f"its {runs} runs took {minutes} minutes of training (the sum of the runs' training times",
@@ -220,7 +220,7 @@ def results() -> list[str]:
         f"to {num(pre_ln[shallow]['effective_rank'][-1])} and {num(pre_ln[deep]['effective_rank'][-1])}",
         f"cosine {span([o['token_cosine'][-1] for o in others])}, effective rank "
         f"{span([o['effective_rank'][-1] for o in others])} after the last block at both depths",
-        f"{runs} runs, {minutes} minutes of training, {'two' if jobs == '2' else jobs} runs at a time on "
+        f"{runs} runs, {minutes} minutes of training, {'two' if jobs == 2 else jobs} runs at a time on "
         f"{result['environment']['cpu_count']} cores",
     ]
 

@@ -319,6 +319,30 @@ def test_words_and_run_names_are_results_unless_a_rule_exempts_them(text, kind, 
     assert _unchecked(text, kind) == found
 
 
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        # a distributive ranges over what it names; before a claim, run, seed, lr or sweep it is a result
+        ("each block's own lr, every field, Each of them", []),
+        (
+            "every run meets, each seed ended, every claim, each lr, every sweep",
+            ["every", "each", "every", "each", "every"],
+        ),
+        # one as a pronoun, the code's output as a unit, a method one thing at a time
+        ("this one goes, the float32 one, each one's, the first one registers, let one tell", []),
+        ("raises one `ValueError`, one such line, one error, one difference at a time", []),
+        # one as a count stays a result
+        ("in one seed, one run, the one gap left, one module", ["one", "one", "one", "one"]),
+    ],
+)
+def test_the_distributive_and_pronoun_rules_exempt_no_count(text, found):
+    assert _unchecked(text, vocabulary.NUMBER_WORD) == found
+
+
+def test_no_longer_and_if_at_all_compare_nothing_but_longer_does():
+    assert _unchecked("no longer does, pays if at all, a longer run", vocabulary.COMPARISON) == ["longer"]
+
+
 def test_a_fact_checks_the_words_it_holds():
     assert not _page("SAS ahead of Pre-LN did not hold.", ("SAS ahead of Pre-LN did not hold",)).unchecked()
 

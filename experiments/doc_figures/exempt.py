@@ -23,12 +23,32 @@ DESCRIBES_CODE: dict[str, tuple[str, ...]] = {
         "# simplified-transformers",
         "## Quickstart",
         "## The model",
+        "### Install and supported versions",
+        "### Block types",
+        "### Config fields",
+        "### Usage",
         "## Inference and publishing",
         "## Training",
         "## Development",
         "## Documentation",
     ),
-    "CHANGELOG.md": ("# Changelog",),
+    "CHANGELOG.md": (
+        "# Changelog",
+        "The `codeparrot-tiny-authors` presets:",
+        "### Fixed",
+        "`simplified-convert original` records",
+        "In a compiled graph, a one-row product",
+        "The docs tool is the package",
+        "`python -m benchmarks.benchmark --sections profile`",
+        "The shipped model code is split",
+        "`SimplifiedForCausalLM.compile_for_decoding()`",
+        "metrics.json and the model card",
+        "A fine-tuning run's load report",
+        "The package's names",
+        "The console commands start",
+        "The depth reproduction's results record",
+        "`make test-slow` builds",
+    ),
     "docs/architecture.md": ("*",),
     "docs/config.md": ("*",),
     "docs/conversion.md": ("*",),
@@ -190,10 +210,26 @@ EXEMPT: tuple[Exempt, ...] = (
     Exempt(
         "an English phrase in which the word neither counts, compares nor judges: one by one, each other, the peak lr "
         "held constant, a verdict's definition",
-        r"\bone by one\b|\beach other\b|\bone another\b|\bheld constant\b"
+        r"\bone by one\b|\beach other\b|\bone another\b|\bheld constant\b|\bno longer\b|\bif at all\b"
         r"|\bA verdict is \*\*inconclusive\*\* with one seed"
         r'|\ba claim across depths reads "untestable in this setting" where',
         kinds=WORDS,
+    ),
+    Exempt(
+        "a distributive (each, every): it ranges a statement over the things it names and counts none of them; "
+        "before a claim, run, seed or lr it states a result across all of them and is one",
+        r"\b(?:each|every)\b(?!\s+(?:claims?|runs?|seeds?|lrs?|sweeps?)\b)",
+        re.IGNORECASE,
+        kinds=frozenset({NUMBER_WORD}),
+    ),
+    Exempt(
+        "one as a pronoun (this one, the float32 one, each one's, let one tell) or the code's output as a unit (one "
+        "line, one error, one `ValueError`), and one thing at a time (a method)",
+        r"\b(?:this|that|the|each|never|ship|let)\s+(?:[\w-]+\s+)?one(?='s\b|\s*[,.;:)]|\s+(?:goes|packed|trained"
+        r"|registers|tell|because)\b)|\bone(?=\s+(?:such\s+)?(?:(?:line|error)\b|`\w+Error`))"
+        r"|\bone(?=\s+[\w-]+\s+at\s+a\s+time\b)",
+        re.IGNORECASE,
+        kinds=frozenset({NUMBER_WORD}),
     ),
     Exempt(
         "a released version's entry in the CHANGELOG: the record of what changed then, in that release's words",
@@ -236,20 +272,15 @@ def rule_of(found: list[tuple[Exempt, list[tuple[int, int]]]], kind: str, start:
 #: fails when a page holds a different number of unchecked results of a kind than this ledger says, so a new
 #: unchecked word fails it and a covered one must be struck off here. A (page, kind) absent here must have none.
 PENDING: dict[tuple[str, str], int] = {
-    ("CHANGELOG.md", COMPARISON): 4,
-    ("CHANGELOG.md", NUMBER_WORD): 16,
-    ("README.md", COMPARISON): 3,
-    ("README.md", NUMBER_WORD): 23,
-    ("README.md", VERDICT): 4,
     ("docs/reproduction.md", COMPARISON): 51,
-    ("docs/reproduction.md", NUMBER_WORD): 103,
+    ("docs/reproduction.md", NUMBER_WORD): 64,
     ("docs/reproduction.md", VERDICT): 15,
     ("docs/speed.md", COMPARISON): 11,
-    ("docs/speed.md", NUMBER_WORD): 42,
+    ("docs/speed.md", NUMBER_WORD): 31,
     ("docs/speed.md", RUN_NAME): 37,
     ("docs/speed.md", VERDICT): 3,
-    ("docs/training.md", COMPARISON): 20,
-    ("docs/training.md", NUMBER_WORD): 55,
+    ("docs/training.md", COMPARISON): 19,
+    ("docs/training.md", NUMBER_WORD): 29,
     ("docs/training.md", RUN_NAME): 3,
     ("docs/training.md", VERDICT): 6,
 }

@@ -185,3 +185,36 @@ def _way(lead: dict[str, Any]) -> str:
         if all(x < 0 for x in seeds)
         else "NEITHER ahead of nor behind"
     )
+
+
+def positions_share() -> str:
+    """How much of the walk's change to SAS's and SAS-P's lead the learned positions carry: "most" where they carry
+    more than half of it for both blocks."""
+    s = reproduction(AUTHORS)["study"]
+    shares = []
+    for b in ("sas", "sas_p"):
+        effects = {row["difference"]: row for row in s["effects"][b]}
+        last = s["effects"][b][-1]["difference"]
+        total = s["leads"][f"ours/{last}"][b]["mean"] - s["leads"]["ours/preset"][b]["mean"]
+        shares.append(effects["positions"]["effect_mean"] / total)
+    return "most" if all(x > 0.5 for x in shares) else "NOT most"
+
+
+@facts(README)
+def positions_in_readme() -> list[str]:
+    return [f"lead over Pre-LN, {positions_share()} of it from the positions"]
+
+
+@facts("CHANGELOG.md")
+def study_in_changelog() -> list[str]:
+    """The CHANGELOG's entry for the study: its seeds, the walk's sweeps, the long probe, what the positions carry."""
+    r = reproduction(AUTHORS)
+    s = r["study"]
+    every = all(row["bracketed"] for key, row in s["sweeps"].items() if key.startswith("ours/"))
+    longer = s["long"]["steps"] > r["setting"]["steps"]
+    return [
+        f"from each one's own initialisation ({COUNTS[len(s['parity_seeds'])]} seeds)",
+        f"one difference at a time (each step's lr {'bracketed' if every else 'NOT bracketed'}, "
+        f"{COUNTS[len(s['seeds'])]} seeds), and a {'longer' if longer else 'NOT longer'} run of their SAS",
+        f"Learned positions carry {positions_share()} of the presets' lead",
+    ]

@@ -292,3 +292,11 @@ def speed() -> list[str]:
         f"`torch.compile` {ratios('compiled / eager', shallow)}× and {ratios('compiled / eager', deep)}× eager, "
         f"after {span(compile_s, 0)} s of compiling",
     ]
+
+
+@facts("CHANGELOG.md")
+def control_in_changelog() -> list[str]:
+    """The CHANGELOG's word on the depth family's shape: the Pre-LN control gained from depth in every seed."""
+    change = _depth_claim(reproduction(DEPTH), "pre_ln better at")["change_pct"]
+    gained = "gained" if all(g < 0 for g in change) else "did NOT gain"
+    return [f"the Pre-LN control {gained} from depth in {'both' if len(change) == 2 else 'NOT both'} seeds"]

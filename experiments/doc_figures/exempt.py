@@ -92,7 +92,10 @@ DESCRIBES_CODE: dict[str, tuple[str, ...]] = {
     ),
     "docs/training.md": (
         "# Training",
+        "## The main job: `make demo`",
         "## The CLI",
+        "## Data",
+        "## Packing (padding-free batches)",
         "## Resuming",
         "## The training API",
         "## Recipes",
@@ -192,7 +195,7 @@ EXEMPT: tuple[Exempt, ...] = (
         "recipe constant",
         r"\b(?:lr|wd|eps|clip|betas?|heads?|batch|seq(?:uence)?|vocab|MLP|width|depth|top-k)"
         r"\s*[=:]?\s*\(?[−-]?\d[\d.,e−-]*(?:,\s*[\d.]+\))?|\b(?:[dHTLBDk]|[αβγλ]\w*)\s*=\s*[−-]?\d[\d.]*"
-        rf"|\b(?:\d[\d,]*|{_CARDINAL})\s*(?:blocks?|layers?|heads?|threads?|cores?|processes|GPUs?|bits?)\b"
+        rf"|\b(?:\d[\d,]*|{_CARDINAL})\s*(?:blocks?|layers?|heads?|threads?|cores?|processes|GPUs?|bits?|rounds?|warm-ups?)\b"
         rf"|\b\d-D\b|\b{_CARDINAL}\s+at\s+a\s+time\b",
         re.MULTILINE | re.IGNORECASE,
         kinds=frozenset({NUMBER, NUMBER_WORD}),
@@ -212,8 +215,23 @@ EXEMPT: tuple[Exempt, ...] = (
         "held constant, a verdict's definition",
         r"\bone by one\b|\beach other\b|\bone another\b|\bheld constant\b|\bno longer\b|\bif at all\b"
         r"|\bA verdict is \*\*inconclusive\*\* with one seed"
+        r"|\bbf16\s+counts\s+as\s+\*within\s+float32's\s+seed\s+spread\*\s+when\s+[^()]*\([^)]*\)\s+is\s+smaller\s+than"
+        r"\s+the\s+two\s+float32\s+seeds'\s+range"
         r'|\ba claim across depths reads "untestable in this setting" where',
         kinds=WORDS,
+    ),
+    Exempt(
+        "a place on the page (the sections below, as above, [above](#...)) and a statistic named by its code (the "
+        "largest `|mixing(X) − X|`): the word points or defines, it does not compare",
+        r"\b(?:as|see)\s+(?:above|below)\b|(?<![\d%×]\s)\b(?:above|below)(?=[\],.;:)]|\s+\(|\s+(?:predate|report|come"
+        r"|sweeps|puts|generated|every|after)\b)|\b(?:largest|smallest)(?=\s+`)",
+        re.IGNORECASE,
+        kinds=frozenset({COMPARISON}),
+    ),
+    Exempt(
+        "a benchmark's module (`python -m benchmarks.stream_resume`): code that writes a run, not the run",
+        r"\bbenchmarks\.\w+",
+        kinds=frozenset({RUN_NAME}),
     ),
     Exempt(
         "a distributive (each, every): it ranges a statement over the things it names and counts none of them; "
@@ -272,15 +290,11 @@ def rule_of(found: list[tuple[Exempt, list[tuple[int, int]]]], kind: str, start:
 #: fails when a page holds a different number of unchecked results of a kind than this ledger says, so a new
 #: unchecked word fails it and a covered one must be struck off here. A (page, kind) absent here must have none.
 PENDING: dict[tuple[str, str], int] = {
-    ("docs/reproduction.md", COMPARISON): 51,
+    ("docs/reproduction.md", COMPARISON): 34,
     ("docs/reproduction.md", NUMBER_WORD): 64,
     ("docs/reproduction.md", VERDICT): 15,
-    ("docs/speed.md", COMPARISON): 11,
+    ("docs/speed.md", COMPARISON): 9,
     ("docs/speed.md", NUMBER_WORD): 31,
     ("docs/speed.md", RUN_NAME): 37,
     ("docs/speed.md", VERDICT): 3,
-    ("docs/training.md", COMPARISON): 19,
-    ("docs/training.md", NUMBER_WORD): 29,
-    ("docs/training.md", RUN_NAME): 3,
-    ("docs/training.md", VERDICT): 6,
 }

@@ -22,6 +22,14 @@ def fraction(x: float) -> str:
     raise ValueError(f"no word for the fraction {x}: reword the page")
 
 
+def about_fraction(x: float, tolerance: float = 0.03) -> str:
+    """The simple fraction nearest `x` in words ("about a quarter"); none within `tolerance` is an error."""
+    value = min(FRACTIONS, key=lambda v: abs(v - x))
+    if abs(value - x) > tolerance:
+        raise ValueError(f"no simple fraction near {x}: reword the page")
+    return FRACTIONS[value]
+
+
 def num(x: float, digits: int = 3) -> str:
     """`x` with `digits` decimals, a negative one with the typographic minus the docs use."""
     return f"{x:.{digits}f}".replace("-", "−")

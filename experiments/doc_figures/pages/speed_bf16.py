@@ -8,9 +8,11 @@ from benchmarks.common import DTYPES
 
 from ..benchruns import (
     BF16_CURRENT_RUNS,
+    BF16_EARLIER_RECIPE,
     BF16_RUNS,
     BF16_TARGET_RUNS,
     bf16_pooled,
+    current_recipe_runs,
     ratio,
     ratio_cell,
     runs,
@@ -18,7 +20,7 @@ from ..benchruns import (
 )
 from ..data import run
 from ..registry import block, facts, table
-from ..text import common, num, run_label, span
+from ..text import COUNTS, common, num, run_label, span
 
 PAGE = "docs/speed.md"
 
@@ -249,3 +251,52 @@ def verdicts() -> str:
     return ". ".join(
         f"{word}: {'; '.join(lists[met])}" for word, met in (("Met", True), ("Missed", False)) if lists[met]
     )
+
+
+@facts(PAGE)
+def bf16_runs_named() -> list[str]:
+    """The bf16 runs the prose names (the targets' command, the pools, the hosts) and its words on them."""
+    first = run("bf16precision1")
+    peaks = first["meta"]["gemm_peak_gflops"]
+    train = first["precision"]["train"]["pre_ln"]["bf16_vs_float32"]["ratio_median"]
+    (host,) = BF16_RUNS
+    recipe = current_recipe_runs()
+    pooled_runs = [n for n in BF16_TARGET_RUNS if n not in BF16_CURRENT_RUNS]
+    r = run(host)
+    speed = ratio(r["train"], "sas_p", "pre_ln")["median"]
+    bound = r["train"]["sas_p"]["flop_bound_vs_pre_ln"]
+    slower_hosts = all(
+        run(n)["meta"]["gemm_peak_gflops"]["bf16"] < run(n)["meta"]["gemm_peak_gflops"]["float32"]
+        for n in BF16_CURRENT_RUNS
+    )
+
+    def names(found: list[str] | tuple[str, ...]) -> str:
+        found = [f"`{n}`" for n in found]
+        return found[0] if len(found) == 1 else ", ".join(found[:-1]) + " and " + found[-1]
+
+    return [
+        f"so bf16 trains {'slower' if train < 1 else 'NOT slower'} there, as its peaks "
+        + ("predict" if (train < 1) == (peaks["bf16"] < peaks["float32"]) else "do NOT predict"),
+        "`python -m benchmarks.targets --dtype bf16 "
+        + " ".join(f"docs/benchmark/{n}.json" for n in BF16_TARGET_RUNS)
+        + "`",
+        f"the pooled columns pool the current code's runs (all but {names(pooled_runs)})",
+        f"the compiled-decoding rows pool only the runs of the current recipe ({names(recipe)}: "
+        f"{COUNTS[len(recipe)]} run{'s' if len(recipe) != 1 else ''}), since {names(BF16_EARLIER_RECIPE)} timed "
+        "earlier ones",
+        f"**bf16 on `{host}`'s host.**",
+        *(f"run `{n}` (`{run(n)['meta']['command']}`" for n in ("bf16decode1", "bf16run5")),
+        f"whose forward and backward cost {'more' if speed < 1 else 'NOT more'} than its "
+        f"{'fewer' if bound > 1 else 'NOT fewer'} matmul FLOPs saved",
+        f"{names(recipe)} measured it on a host whose bf16 GEMM peak is "
+        + (
+            "below"
+            if all(
+                run(n)["meta"]["gemm_peak_gflops"]["bf16"] < run(n)["meta"]["gemm_peak_gflops"]["float32"]
+                for n in recipe
+            )
+            else "NOT below"
+        )
+        + " its float32 one",
+        f"(pooled, the table above; bf16 GEMMs {'slower' if slower_hosts else 'NOT slower'} than float32 ones there)",
+    ]

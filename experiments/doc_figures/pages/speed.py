@@ -356,7 +356,7 @@ def words() -> list[str]:
         f"Runs {run_numbers(FAST_HOST_RUNS)} (earlier code, the {faster} host)",
         f"{'Not every' if alone else 'Every'} run meets each alone",
         f"{above} the bound at batch 1: the bound assumes both models read their weights equally fast, and they do not",
-        f"on run 14's host (a quarter of it other work)".replace("a quarter", other_work("run14")),
+        f"on run 14's host ({other_work('run14')} of it other work)",
         f"on {run_label(PROFILE_RUN)}'s ({other_work(PROFILE_RUN)})",
         f"In {run_label(PROFILE_RUN)}'s profiles (`{PROFILE_RUN}.md`, self CPU time of one step)",
         f"pre_ln {num(run(PROFILE_RUN)['mfu']['pre_ln']['step_median_s'] - run(PROFILE_RUN)['mfu']['pre_ln']['gemm_time_alone_s'], 2)} s "

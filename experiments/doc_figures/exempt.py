@@ -104,7 +104,13 @@ DESCRIBES_CODE: dict[str, tuple[str, ...]] = {
         "## The loss of a training step",
     ),
     "docs/speed.md": ("# Speed", "## How it is measured", "## The bounds beside the ratios"),
-    "docs/reproduction.md": ("# Reproduction", "## Protocol", "## Not as in the paper"),
+    "docs/reproduction.md": (
+        "# Reproduction",
+        "## Protocol",
+        "## Not as in the paper",
+        "Verdicts as the command computes them",
+        "**Claims.** Each on the final eval loss",
+    ),
 }
 
 _HEADING = re.compile(r"^(#{1,6}) .*$", re.MULTILINE)
@@ -195,7 +201,7 @@ EXEMPT: tuple[Exempt, ...] = (
         "recipe constant",
         r"\b(?:lr|wd|eps|clip|betas?|heads?|batch|seq(?:uence)?|vocab|MLP|width|depth|top-k)"
         r"\s*[=:]?\s*\(?[−-]?\d[\d.,e−-]*(?:,\s*[\d.]+\))?|\b(?:[dHTLBDk]|[αβγλ]\w*)\s*=\s*[−-]?\d[\d.]*"
-        rf"|\b(?:\d[\d,]*|{_CARDINAL})\s*(?:blocks?|layers?|heads?|threads?|cores?|processes|GPUs?|bits?|rounds?|warm-ups?|rows?)\b"
+        rf"|\b(?:\d[\d,]*|{_CARDINAL})\s*(?:blocks?|layers?|heads?|threads?|cores?|processes|GPUs?|bits?|rounds?|warm-ups?|rows?|process)\b"
         rf"|\b\d-D\b|\b{_CARDINAL}\s+at\s+a\s+time\b",
         re.MULTILINE | re.IGNORECASE,
         kinds=frozenset({NUMBER, NUMBER_WORD}),
@@ -222,9 +228,11 @@ EXEMPT: tuple[Exempt, ...] = (
     ),
     Exempt(
         "a place on the page (the sections below, as above, [above](#...)) and a statistic named by its code (the "
-        "largest `|mixing(X) − X|`): the word points or defines, it does not compare",
+        "largest `|mixing(X) − X|`), a norm's ε inside or outside the root (a setting): the word points, defines or "
+        "configures, it does not compare",
         r"\b(?:as|see)\s+(?:above|below)\b|(?<![\d%×]\s)\b(?:above|below)(?=[\],.;:)]|\s+\(|\s+(?:predate|report|come"
-        r"|sweeps|puts|generated|every|after)\b)|\b(?:largest|smallest)(?=\s+`)",
+        r"|sweeps|puts|(?:are\s+)?generated|every|after)\b)|\b(?:largest|smallest)(?=\s+`)"
+        r"|\b(?:inside|outside)\s+the\s+(?:RMSNorm's\s+)?root\b",
         re.IGNORECASE,
         kinds=frozenset({COMPARISON}),
     ),
@@ -290,7 +298,7 @@ def rule_of(found: list[tuple[Exempt, list[tuple[int, int]]]], kind: str, start:
 #: fails when a page holds a different number of unchecked results of a kind than this ledger says, so a new
 #: unchecked word fails it and a covered one must be struck off here. A (page, kind) absent here must have none.
 PENDING: dict[tuple[str, str], int] = {
-    ("docs/reproduction.md", COMPARISON): 34,
-    ("docs/reproduction.md", NUMBER_WORD): 64,
-    ("docs/reproduction.md", VERDICT): 15,
+    ("docs/reproduction.md", COMPARISON): 12,
+    ("docs/reproduction.md", NUMBER_WORD): 26,
+    ("docs/reproduction.md", VERDICT): 8,
 }

@@ -213,7 +213,7 @@ def results() -> list[str]:
         f"fourth, against {span(cp['signal_propagation']['sas']['init'])} for SAS",
         f"{raptr_lead()} of the full model in every setting and seed",
         f"the lead shrinks to {num(raptr['same_schedule']['raptr_minus_full'][0])} in seed 0",
-        f"The two full-model seeds differ by {num(abs(raptr['equal_steps']['full_loss'][1] - raptr['equal_steps']['full_loss'][0]), 2)}",
+        f"The full-model seeds differ by {num(abs(raptr['equal_steps']['full_loss'][1] - raptr['equal_steps']['full_loss'][0]), 2)}",
         f"the simplified blocks' best lr is {mlm_lr_ratio}× Pre-LN's",
         f"every run passes over it {common([num(r['epochs'], 2) for r in mlm['runs']])} times, and the final "
         f"MLM eval loss sits within {num(max(map(abs, mlm_gaps)), 2)} nats of the training loss at the end "

@@ -339,6 +339,25 @@ def test_the_distributive_and_pronoun_rules_exempt_no_count(text, found):
     assert _unchecked(text, vocabulary.NUMBER_WORD) == found
 
 
+@pytest.mark.parametrize(
+    ("text", "kind", "found"),
+    [
+        # a place on the page, a statistic named by its code, ε's place: exempt; a comparison of results: not
+        ("the sections below, as above, [above](#x), the tables below are generated", vocabulary.COMPARISON, []),
+        ("the largest `|f(X) − X|`, RMSNorm with ε outside the root", vocabulary.COMPARISON, []),
+        ("sas_p is above its bound, 1.07 is below.", vocabulary.COMPARISON, ["above", "below"]),
+        # half the bytes is bf16's size; half a result is a result
+        ("where half the bytes would allow `2×`; half the runs met it", vocabulary.NUMBER_WORD, ["half"]),
+        # a benchmark's module is code; the run of the same name is a result
+        ("`python -m benchmarks.stream_resume` wrote `stream_resume`", vocabulary.RUN_NAME, ["stream_resume"]),
+        # settings: rounds, warm-ups, a row, a process of a thread
+        ("three rounds after one warm-up, one row, one process of two threads", vocabulary.NUMBER_WORD, []),
+    ],
+)
+def test_the_rules_for_places_statistics_formats_modules_and_settings(text, kind, found):
+    assert _unchecked(text, kind) == found
+
+
 def test_no_longer_and_if_at_all_compare_nothing_but_longer_does():
     assert _unchecked("no longer does, pays if at all, a longer run", vocabulary.COMPARISON) == ["longer"]
 

@@ -39,6 +39,7 @@ DESCRIBES_CODE: dict[str, tuple[str, ...]] = {
         "`simplified-convert original` records",
         "In a compiled graph, a one-row product",
         "The docs tool is the package",
+        "The docs' check reads words as results too",
         "`python -m benchmarks.benchmark --sections profile`",
         "The shipped model code is split",
         "`SimplifiedForCausalLM.compile_for_decoding()`",
@@ -230,7 +231,7 @@ EXEMPT: tuple[Exempt, ...] = (
         "a place on the page (the sections below, as above, [above](#...)) and a statistic named by its code (the "
         "largest `|mixing(X) − X|`), a norm's ε inside or outside the root (a setting): the word points, defines or "
         "configures, it does not compare",
-        r"\b(?:as|see)\s+(?:above|below)\b|(?<![\d%×]\s)\b(?:above|below)(?=[\],.;:)]|\s+\(|\s+(?:predate|report|come"
+        r"\b(?:as|see)\s+(?:above|below)\b|(?<![\d%×]\s)(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)(?<!ends\s)(?<!stays\s)(?<!sits\s)\b(?:above|below)(?=[\],.;:)]|\s+\(|\s+(?:predate|report|come"
         r"|sweeps|puts|(?:are\s+)?generated|every|after)\b)|\b(?:largest|smallest)(?=\s+`)"
         r"|\b(?:inside|outside)\s+the\s+(?:RMSNorm's\s+)?root\b",
         re.IGNORECASE,

@@ -137,9 +137,10 @@ def bf16_pools() -> str:
     mfu = [n for n, r in runs(BF16_CURRENT_RUNS).items() if "mfu" in r and not targets.mfu_excluded(r)]
     order = list(BF16_CURRENT_RUNS)
     slower = {run(n)["meta"]["gemm_peak_gflops"]["bf16"] < run(n)["meta"]["gemm_peak_gflops"]["float32"] for n in order}
-    (slower,) = slower  # the prose states one comparison for all of them
+    # the prose states one comparison for all of them; hosts that differ render words the page lacks
+    words = "NOT alike" if len(slower) != 1 else ("slower" if slower.pop() else "faster")
     return (
         f"{run_names(sorted(other, key=order.index))}; compiled decoding from "
         f"{run_names(sorted(compiled, key=order.index))}{' alone' if len(compiled) == 1 else ''}, MFU from "
-        f"{run_names(mfu)}; all on hosts whose bf16 GEMMs are {'slower' if slower else 'faster'} than their float32 ones"
+        f"{run_names(mfu)}; all on hosts whose bf16 GEMMs are {words} than their float32 ones"
     )

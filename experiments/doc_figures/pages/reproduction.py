@@ -358,7 +358,19 @@ def directions() -> list[str]:
     tuned = mlm["finetune"]["table"]
     pretrained = [v for n, row in tuned.items() if n != "pre_ln_from_scratch" for v in row["eval_loss_per_seed"]]
     lowered = max(pretrained) < min(tuned["pre_ln_from_scratch"]["eval_loss_per_seed"])
+    variants = cp["timing"]["variants"].values()
+    # the blocks whose medians the paragraph prints: each one's spread over rounds against their medians' range
+    printed = [cp["timing"]["variants"][n] for n in ("pre_ln", "sas", "sas_p", "simplest", "parallel", "normformer")]
+    medians = [v["speed_vs_pre_ln"]["ratio_median"] for v in printed]
+    wider = "wider" if min(v["spread"] for v in printed) > max(medians) - min(medians) else "NOT wider"
+    mlm_within = [f"{b} within 2%" for b in ("SAS", "SAS-P")]
     return [
+        f"the per-variant spread over rounds is {span([100 * v['spread'] for v in variants], 0)}%, {wider} than the "
+        "differences between these medians",
+        f"on the causal side the spread over rounds is {wider} than the blocks' differences",
+        f"{COUNTS[len(mlm['lr_sweep'])].capitalize()} variants: Pre-LN, parallel, SAS and SAS-P",
+        f"at their own best lrs the simplified blocks are {_every_seed_way(mlm, mlm_within, ('best_lr',))} of Pre-LN "
+        "rather than matched with it",
         f"they are {_every_seed_way(cp, within)} of it in both seeds, by {best[0]}% and {best[1]}% on the seed means",
         f"the simplified blocks are {_every_seed_way(mlm, [f'{b} within 2%' for b in ('SAS', 'SAS-P')], ('best_lr',))} "
         f"at their own best lrs too (SAS {mlm_best[0]}%, SAS-P {mlm_best[1]}%",

@@ -78,17 +78,15 @@ PYTEST := OMP_NUM_THREADS=1 $(BIN)/pytest -q -n $(PYTEST_JOBS) --dist loadfile
 test: setup
 	$(PYTEST)
 
-test-slow: setup
+test-slow: setup authors-venv
 	$(PYTEST) -m slow
 
-test-all: setup
+test-all: setup authors-venv
 	$(PYTEST) -m "slow or not slow"
 
 # The authors' transformers-4.30 venv (experiments/authors_parity/venv.py: ensure_venv), which the slow test
 # tests/test_authors_parity.py::test_both_codes_train_equal_steps trains their code in; cached in
-# build/authors-parity/venv (rebuilt only when its pins change). Not a prerequisite of test-slow: its install does not
-# fit CI's time, so without it that test skips and the default suite checks the same mapping from the committed record
-# (test_our_parameter_groups_match_their_trainers_groups, test_the_committed_result_has_exact_parity_for_at_least_100_steps).
+# build/authors-parity/venv (rebuilt only when its pins change), built by test-slow and test-all.
 authors-venv: setup
 	$(BIN)/python -c "from pathlib import Path; from experiments.authors_parity.venv import ensure_venv; ensure_venv(Path('build/authors-parity'))"
 

@@ -4,19 +4,16 @@
 bf16 model's weights stay bf16, `dtype` in `config.json` says so and the card states it), `config.json` (whose
 `auto_map` names every Auto class, as every `save_pretrained` of the family writes it), `generation_config.json`
 (causal LM), the flat custom-code files (`CODE_FILES`: the configuration, the modeling file and its sibling
-modules), the tokenizer files, `README.md` (the model card) and the loss-curve PNG when given. CLI: `simplified-export CHECKPOINT_DIR OUT_DIR` (or `python -m
-modeling_simplified.hub_cards.export`).
+modules), the tokenizer files, `README.md` (the model card) and the loss-curve PNG when given. CLI: `simplified-export CHECKPOINT_DIR OUT_DIR` (`cli.py`).
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import math
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,11 +22,12 @@ from transformers import AutoTokenizer, GenerationConfig
 
 import modeling_simplified.modeling_simplified as modeling
 
-from .card import CARD_MARKER, HEADS, render_card, validate_run_info, weights_dtype
+from .card import CARD_MARKER, HEADS, render_card, validate_run_info
 
 #: The shipped custom code: the modeling file and every sibling it imports (save_pretrained copies them all).
 CODE_FILES = (
     "configuration_simplified.py",
+    "fields_simplified.py",
     "modeling_simplified.py",
     "embeddings_simplified.py",
     "kernels_simplified.py",
@@ -215,59 +213,3 @@ def export_model(model, output_dir: str | os.PathLike, tokenizer=None, run_info:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return output_dir
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="simplified-export",
-        description="Export a saved simplified model or Trainer checkpoint as a Hub-ready folder (weights, config "
-        "with auto_map, flat custom code, tokenizer, model card).",
-    )
-    parser.add_argument("checkpoint_dir", help="folder written by save_pretrained or a Trainer checkpoint-N folder")
-    parser.add_argument("output_dir", help="new or empty folder (or a previous export, which is replaced)")
-    parser.add_argument("--tokenizer", help="tokenizer folder (default: the checkpoint's own tokenizer files, if any)")
-    parser.add_argument("--run-info", help="JSON file with run facts (dataset, steps, tokens_seen, eval_loss, ...)")
-    parser.add_argument("--dataset", action="append", help="training dataset name (repeatable)")
-    parser.add_argument("--loss-curve", help="PNG of the training loss, copied into the export")
-    parser.add_argument("--license", help="license id for the card metadata (default apache-2.0)")
-    parser.add_argument("--repo-id", help="repository id to show in the card's usage snippet")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        run_info: dict[str, Any] = {}
-        if args.run_info:
-            try:
-                run_info = json.loads(Path(args.run_info).read_text())
-            except json.JSONDecodeError as err:
-                raise ExportError(f"--run-info {args.run_info} is not valid JSON: {err}.") from None
-            if not isinstance(run_info, dict):
-                raise ExportError(f"--run-info {args.run_info} must hold a JSON object, got {type(run_info).__name__}.")
-        for key, value in (
-            ("datasets", args.dataset),
-            ("loss_curve", args.loss_curve),
-            ("license", args.license),
-            ("repo_id", args.repo_id),
-        ):
-            if value:
-                run_info[key] = value
-        tokenizer = None
-        if args.tokenizer:
-            try:
-                tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-            except Exception as err:  # noqa: BLE001
-                raise ExportError(f"--tokenizer {args.tokenizer}: cannot load a tokenizer: {one_line(err)}") from None
-        out = export_model(args.checkpoint_dir, args.output_dir, tokenizer=tokenizer, run_info=run_info)
-    except (ValueError, OSError) as exc:  # ExportError, bad run_info, unreadable files
-        parser.exit(2, f"simplified-export: error: {one_line(exc)}\n")
-    print(f"exported to {out} (weights in {weights_dtype(json.loads((out / 'config.json').read_text()))})")
-    for path in sorted(out.iterdir()):
-        print(f"  {path.name}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

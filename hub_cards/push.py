@@ -6,10 +6,8 @@ is then pinned to the uploaded commit (a second, README-only commit, unless `--n
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,49 +99,3 @@ def push_export(
             )
             result.card_commit_url, result.card_commit_sha = card_info.commit_url, card_info.oid
     return result
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="simplified-push",
-        description="Upload an export folder (from simplified-export) to the Hub. The endpoint comes from "
-        "HF_ENDPOINT and the token from HF_TOKEN.",
-    )
-    parser.add_argument("export_dir")
-    parser.add_argument("repo_id", help="namespace/name")
-    parser.add_argument("--private", action="store_true", help="create the repository as private")
-    parser.add_argument("--revision", help="branch to push to (created from main if missing; default main)")
-    parser.add_argument("--commit-message", help="message of the upload commit")
-    parser.add_argument(
-        "--no-pin", action="store_true", help="do not rewrite the card's usage snippet to the uploaded commit sha"
-    )
-    args = parser.parse_args(argv)
-    try:  # huggingface_hub's HTTP client (httpx2 from huggingface-hub 2.0, httpx before): connection errors are not OSErrors
-        import httpx2
-    except ImportError:  # huggingface-hub 1.x, which transformers 5.4-5.17 require
-        import httpx as httpx2
-
-    try:
-        result = push_export(
-            args.export_dir,
-            args.repo_id,
-            private=args.private,
-            revision=args.revision,
-            commit_message=args.commit_message,
-            pin=not args.no_pin,
-        )
-    except (ValueError, OSError, httpx2.HTTPError) as exc:  # HfHubHTTPError is an OSError
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        parser.exit(1, f"simplified-push: error: {message}\n")
-    print(f"commit: {result.commit_url}")
-    print(f"sha: {result.commit_sha}")
-    if result.card_commit_sha:
-        print(f"card pinned to {result.commit_sha} in commit {result.card_commit_sha}")
-    print(
-        f'load: AutoModel*.from_pretrained("{result.repo_id}", revision="{result.commit_sha}", trust_remote_code=True)'
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,9 +12,9 @@ import sys
 EXIT_INTERRUPTED = 130
 
 
-def _run(command: str, module: str) -> int:
+def _run(command: str, module: str, function: str = "main") -> int:
     try:
-        return importlib.import_module(module).main()
+        return getattr(importlib.import_module(module), function)()
     except KeyboardInterrupt:
         print(f"{command}: interrupted (Ctrl-C).", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -29,11 +29,11 @@ def glue() -> int:
 
 
 def export() -> int:
-    return _run("simplified-export", "modeling_simplified.hub_cards.export")
+    return _run("simplified-export", "modeling_simplified.hub_cards.cli", "export_main")
 
 
 def push() -> int:
-    return _run("simplified-push", "modeling_simplified.hub_cards.push")
+    return _run("simplified-push", "modeling_simplified.hub_cards.cli", "push_main")
 
 
 def convert() -> int:

@@ -123,14 +123,14 @@ def test_the_committed_study_is_complete_and_its_tables_read_it(result):
 @pytest.mark.slow
 def test_both_codes_train_equal_steps(tmp_path):
     """Five steps of their SAS (their venv, their Trainer, torch AdamW) and of ours from its converted initial
-    weights, both in float64: the per-step losses agree to `TOLERANCE`. Needs `build/authors-parity/venv`
-    (`make authors-venv` builds it)."""
+    weights, both in float64: the per-step losses agree to `TOLERANCE`. Needs `build/authors-parity/venv`, which
+    `make test-slow` builds (about a minute and a half from scratch, once; `make authors-venv` alone)."""
     python = venv.venv_python(REPO / "build" / "authors-parity")
     if not python.is_file():
         pytest.skip(
-            f"the authors' venv is not set up ({python} missing; `make authors-venv` builds it, too slow for CI): "
-            "the same mapping is checked without it by test_our_parameter_groups_match_their_trainers_groups and "
-            "test_the_committed_result_has_exact_parity_for_at_least_100_steps"
+            f"the authors' venv is not set up ({python} missing; `make test-slow` and `make authors-venv` build it); "
+            "the default suite checks the same mapping without it (test_our_parameter_groups_match_their_trainers_groups, "
+            "test_the_committed_result_has_exact_parity_for_at_least_100_steps)"
         )
     from experiments.authors_parity import our_side
     from experiments.authors_parity.settings import build_batches, their_job

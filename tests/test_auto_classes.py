@@ -20,12 +20,13 @@ from modeling_simplified import (
     SimplifiedForSequenceClassification,
     SimplifiedModel,
 )
+from modeling_simplified.hub_cards.cli import export_main
 from modeling_simplified.hub_cards.export import export_model
-from modeling_simplified.hub_cards.export import main as export_main
 
 PACKAGE = Path(__file__).resolve().parents[1] / "modeling_simplified"
 SHIPPED = (
     "configuration_simplified.py",
+    "fields_simplified.py",
     "modeling_simplified.py",
     "embeddings_simplified.py",
     "kernels_simplified.py",

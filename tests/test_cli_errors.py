@@ -11,8 +11,7 @@ from conftest import tiny_config
 from safetensors.torch import load_file, save_file
 
 from modeling_simplified import SimplifiedForCausalLM, SimplifiedForMaskedLM
-from modeling_simplified.hub_cards.export import main as export_main
-from modeling_simplified.hub_cards.push import main as push_main
+from modeling_simplified.hub_cards.cli import export_main, push_main
 from modeling_simplified.training.cli import main as train_main
 
 

@@ -12,7 +12,8 @@ import pytest
 from conftest import tiny_config
 
 from modeling_simplified import BLOCK_PRESETS, BLOCK_TYPES, BLOCKS, SimplifiedConfig
-from modeling_simplified.configuration_simplified import _GENERIC_KEYS, ACTIVATIONS
+from modeling_simplified.configuration_simplified import _GENERIC_KEYS
+from modeling_simplified.fields_simplified import ACTIVATIONS
 
 # (kwargs, field the message must name). Every row must raise exactly ValueError.
 BAD_CONFIGS = [

@@ -134,3 +134,11 @@ def test_a_refusal_lists_each_allowed_value_once(tmp_path, capsys):
     ).save_pretrained(tmp_path / "ours")
     line = _one_error_line(capsys, ["simplified-to-gpt2", str(tmp_path / "ours"), str(tmp_path / "out")])
     assert "hidden_act='leaky_relu' (needs ('gelu_new', 'gelu', 'relu'))" in line, line
+
+
+def test_every_subcommand_has_its_converter():
+    """The CLI's subcommands (`cli.SUBCOMMANDS`, read without torch) are exactly the converters (`run.CONVERTERS`)."""
+    from modeling_simplified.conversion.cli import SUBCOMMANDS
+    from modeling_simplified.conversion.run import CONVERTERS
+
+    assert list(SUBCOMMANDS) == list(CONVERTERS)

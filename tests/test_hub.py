@@ -31,9 +31,8 @@ from modeling_simplified import (
 )
 from modeling_simplified.configuration_simplified import AUTO_MAP, BLOCK_PRESETS, BLOCKS, __version__
 from modeling_simplified.hub_cards import card as card_mod
+from modeling_simplified.hub_cards.cli import export_main, push_main
 from modeling_simplified.hub_cards.export import CODE_FILES, ExportError, export_model
-from modeling_simplified.hub_cards.export import main as export_main
-from modeling_simplified.hub_cards.push import main as push_main
 from modeling_simplified.hub_cards.push import make_api, push_export
 
 AUTO = {
@@ -45,6 +44,7 @@ EXPORT_FILES = {
     "README.md",
     "config.json",
     "configuration_simplified.py",
+    "fields_simplified.py",
     "modeling_simplified.py",
     "embeddings_simplified.py",
     "kernels_simplified.py",
@@ -296,7 +296,10 @@ def test_export_refuses_foreign_folders_and_replaces_previous_exports(tmp_path):
 @pytest.mark.parametrize(
     "run_info, message",
     [
-        ({"stepz": 3}, r"run_info key 'stepz' is not known; allowed keys: dataset, datasets, steps"),
+        (
+            {"stepz": 3},
+            r"run_info key 'stepz' is not known; allowed keys: dataset, datasets, eval_dataset, eval_split, steps",
+        ),
         ({"steps": "many"}, r"run_info\['steps'\] must be an int, got 'many'"),
         ({"steps": 2.5}, r"run_info\['steps'\] must be an int, got 2.5"),
         ({"eval_loss": True}, r"run_info\['eval_loss'\] must be a number, got True"),

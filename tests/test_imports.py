@@ -24,11 +24,25 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED_FUNCTION_LEVEL: dict[str, str] = {
     "modeling_simplified.training.cli: modeling_simplified.training.api": "the training stack (Trainer, datasets, "
     "matplotlib) loads once the arguments are read: `--help` and bad options answer without it",
+    "modeling_simplified.training.glue_cli: modeling_simplified.training.glue": "the same for `simplified-glue`: "
+    "its `--help` and bad options answer from the task table (`glue_tasks`) before the fine-tuning code loads",
     "modeling_simplified.training.glue: modeling_simplified.training.api": "the same for `simplified-glue`: the "
     "training stack loads for the first fine-tuning run, after the tasks and seeds are checked",
+    "modeling_simplified.hub_cards.cli: modeling_simplified.hub_cards.export": "`simplified-export` reads its "
+    "arguments before the export code (torch, transformers, the model) loads: `--help` and typos answer at once",
+    "modeling_simplified.hub_cards.cli: modeling_simplified.hub_cards.card": "the same (the card's weights dtype)",
+    "modeling_simplified.hub_cards.cli: modeling_simplified.hub_cards.push": "the same for `simplified-push`",
+    "modeling_simplified.conversion.cli: modeling_simplified.conversion.run": "the same for `simplified-convert`",
+    "modeling_simplified.conversion: modeling_simplified.conversion.common": "the converters' names load on first "
+    "use (PEP 562), so that the CLI module imports without torch",
+    "modeling_simplified.conversion: modeling_simplified.conversion.hf": "the same",
+    "modeling_simplified.conversion: modeling_simplified.conversion.original": "the same",
     "modeling_simplified: modeling_simplified.configuration_simplified": "the package's names load on first use "
     "(PEP 562), so that importing one of its modules (a console command's) does not import torch and transformers",
     "modeling_simplified: modeling_simplified.modeling_simplified": "the same: the model classes register on first use",
+    "modeling_simplified.training.presets: modeling_simplified.configuration_simplified": "presets are read and "
+    "checked against the config's fields as written in its source; transformers loads only to build a config, so "
+    "`simplified-train --help`, `--list-presets` and `--show` answer without it",
 }
 #: the checkout's tools: plain folders that import the installed package
 TOOLS = ("benchmarks", "experiments", "examples")
@@ -191,5 +205,30 @@ def test_the_package_and_its_commands_module_import_without_torch():
         "    getattr(modeling_simplified, name)\n"
         "from transformers import AutoConfig\n"
         "assert type(AutoConfig.for_model('simplified')).__name__ == 'SimplifiedConfig'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_commands_quick_answers_import_neither_torch_nor_transformers():
+    """`simplified-train --help`, `--list-presets`, `--show NAME` and a mistyped option read the presets and the
+    block types (`fields_simplified`, the source of the config's fields), `simplified-glue` the task table
+    (`glue_tasks`); `simplified-export`, `-push` and `-convert` read their arguments before their work's module loads.
+    None imports the model stack: each answers in the time of a Python start, not of importing torch."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from modeling_simplified.training.cli import main\n"
+        "from modeling_simplified.training.glue_cli import main as glue\n"
+        "from modeling_simplified.hub_cards.cli import export_main, push_main\n"
+        "from modeling_simplified.conversion.cli import main as convert\n"
+        "for command, argv in ((main, ['--help']), (main, ['--list-presets']), (main, ['--show', 'codeparrot-sas']),\n"
+        "                      (main, ['--bogus']), (glue, ['--help']), (glue, ['--bogus']), (export_main, ['--help']),\n"
+        "                      (export_main, ['--bogus']), (push_main, ['--help']), (push_main, []),\n"
+        "                      (convert, ['--help']), (convert, ['gpt2-to-simplfied', 'a', 'b'])):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "        try:\n"
+        "            command(argv)\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        "assert not {'torch', 'transformers'} & set(sys.modules), sorted(set(sys.modules) & {'torch', 'transformers'})\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

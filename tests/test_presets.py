@@ -11,7 +11,6 @@ import pytest
 from modeling_simplified import BLOCK_TYPES, BLOCKS, SimplifiedConfig
 from modeling_simplified.training import presets
 from modeling_simplified.training.presets import (
-    MODEL_FIELDS,
     PRESET_DIR,
     DataSpec,
     TrainingRecipe,
@@ -21,6 +20,7 @@ from modeling_simplified.training.presets import (
     available_presets,
     expand,
     load_preset,
+    model_fields,
     parse_preset,
     preset_delta,
     switch_block_type,
@@ -67,7 +67,7 @@ def test_presets_are_the_rows_of_one_table_per_family():
 
 def test_row_fields_name_one_section_each():
     training, data = ({f.name for f in dataclasses.fields(cls)} for cls in (TrainingRecipe, DataSpec))
-    assert not (set(MODEL_FIELDS) & training or set(MODEL_FIELDS) & data or training & data)
+    assert not (set(model_fields()) & training or set(model_fields()) & data or training & data)
 
 
 def test_causal_families_train_every_block_type_and_masked_ones_the_papers_table_1():
@@ -97,7 +97,7 @@ def test_each_preset_is_its_family_plus_its_block_plus_its_row(name):
     table, row = FAMILIES[family], FAMILIES[family]["presets"][row_name]
     preset = load_preset(name)
     config = preset.config()
-    model = {**table["model"], **{k: v for k, v in row.items() if k in MODEL_FIELDS}}
+    model = {**table["model"], **{k: v for k, v in row.items() if k in model_fields()}}
     if row_name in BLOCKS:
         model["block_type"] = row_name
     model = {k: v for k, v in model.items() if v is not None}
@@ -282,3 +282,11 @@ def test_a_run_validates_its_preset_once(tmp_path, monkeypatch):
     api.check_plan(plan)
     assert plan.preset.name == "codeparrot-tiny-pre_ln" and plan.preset.model["hidden_size"] == 64
     assert len(built) == 1
+
+
+def test_the_model_fields_read_from_the_config_source_are_the_config_classes():
+    """`model_fields()` parses configuration_simplified.py instead of importing it (no transformers for the CLI's
+    quick answers); it must name exactly the class's annotated fields, in order."""
+    from modeling_simplified import SimplifiedConfig
+
+    assert model_fields() == tuple(SimplifiedConfig.__annotations__)

@@ -452,6 +452,14 @@ FAMILIES = {
 }
 
 
+def _signals_as_a_shell_leaves_them() -> None:
+    """In the child before exec: no signal blocked and SIGINT at its default, as a shell starts a command. A test
+    worker's process may carry another state (a library that blocked or ignored SIGINT around its own child), which
+    exec would pass on and which would swallow the Ctrl-C these tests send."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Launched:
     """A process whose stdout and stderr go to files (no pipe to fill while the test waits for a line)."""
 
@@ -460,7 +468,9 @@ class Launched:
         self.out, self.err = folder / "stdout", folder / "stderr"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": "", **env}  # the in-process threads
         with self.out.open("w") as out, self.err.open("w") as err:
-            self.proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=err)
+            self.proc = subprocess.Popen(
+                command, cwd=REPO, env=env, stdout=out, stderr=err, preexec_fn=_signals_as_a_shell_leaves_them
+            )
 
     def wait_for(self, text: str, where: str = "out", timeout: float = 600) -> None:
         """Until `text` is in the process's stdout (or stderr); it must still be running."""

@@ -149,7 +149,7 @@ def test_masked_run_learns_with_the_batch_ramp(masked_run):
     assert metrics["task"] == "masked-lm"
 
 
-def test_fine_tuning_on_the_offline_task_beats_the_majority_class(masked_run, tmp_path, capfd):
+def test_fine_tuning_on_the_offline_task_beats_the_majority_class(masked_run, tmp_path, capfd, caplog):
     """...and transformers' load report (the new classifier missing, the masked-LM head unused) is one line saying
     that fine-tuning expects exactly that."""
     run = tmp_path / "glue"
@@ -179,11 +179,13 @@ def test_fine_tuning_on_the_offline_task_beats_the_majority_class(masked_run, tm
     assert 0.5 <= metrics["majority_baseline"] < 0.6
     assert metrics["eval_accuracy"] > metrics["majority_baseline"] + 0.05, metrics
     err = capfd.readouterr().err
-    assert "LOAD REPORT" not in err
-    assert f"--init-from {masked_run}: the pretrained trunk is loaded whole; the new head's score.bias, " in err
+    assert "LOAD REPORT" not in err + caplog.text  # transformers' logger writes to stderr, or to pytest's log capture
+    assert (
+        f"--init-from {masked_run / 'export'}: the pretrained trunk is loaded whole; the new head's score.bias, " in err
+    )
 
 
-def test_a_load_that_fine_tuning_does_not_expect_keeps_transformers_report(tmp_path, capfd):
+def test_a_load_that_fine_tuning_does_not_expect_keeps_transformers_report(tmp_path, capfd, caplog):
     """A trunk weight the checkpoint lacks is no fine-tuning's head change: transformers' report stays."""
     from safetensors.torch import save_file
 
@@ -193,13 +195,15 @@ def test_a_load_that_fine_tuning_does_not_expect_keeps_transformers_report(tmp_p
     SimplifiedForMaskedLM(tiny_config("sas_p")).save_pretrained(tmp_path / "mlm")
     _load_for_fine_tuning(SimplifiedForSequenceClassification, tmp_path / "mlm", num_labels=2)
     err = capfd.readouterr().err
-    assert "LOAD REPORT" not in err and "the new head's score.bias, score.weight start from random weights" in err
+    assert "LOAD REPORT" not in err + caplog.text
+    assert "the new head's score.bias, score.weight start from random weights" in err
     weights = load_file(tmp_path / "mlm" / "model.safetensors")
     del weights["model.norm.weight"]
     save_file(weights, tmp_path / "mlm" / "model.safetensors", metadata={"format": "pt"})
     _load_for_fine_tuning(SimplifiedForSequenceClassification, tmp_path / "mlm", num_labels=2)
     err = capfd.readouterr().err
-    assert "LOAD REPORT" in err and "model.norm.weight" in err and "as fine-tuning" not in err
+    report = err + caplog.text  # transformers' logger writes to stderr, or to pytest's log capture
+    assert "LOAD REPORT" in report and "model.norm.weight" in report and "as fine-tuning" not in err
 
 
 def test_dataset_loading_code_streams_a_dataset_in_the_codeparrot_layout(tmp_path):

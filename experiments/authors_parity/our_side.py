@@ -21,6 +21,7 @@ from modeling_simplified.conversion.original import convert_original
 from modeling_simplified.training.presets import TrainingRecipe, build_config
 from modeling_simplified.training.trainer import SimplifiedTrainer, training_arguments
 
+from .run_record import class_name, parameter_stats, trained_record
 from .settings import Miniature
 from .venv import UPSTREAM
 
@@ -123,44 +124,17 @@ def train(model: SimplifiedForCausalLM, data: dict, setting: Miniature, seed: in
             model=model, args=args, recipe=recipe, data_collator=default_data_collator, train_dataset=_Batches(ids)
         )
         trainer.train()
-    decay = {id(p): g["weight_decay"] for g in trainer.optimizer.param_groups for p in g["params"]}
-    model.eval()
-    eval_ids = data["eval"]
-    with torch.no_grad():
-        losses = [
-            float(model(input_ids=eval_ids[i : i + setting.batch], labels=eval_ids[i : i + setting.batch]).loss)
-            for i in range(0, eval_ids.shape[0], setting.batch)
-        ]
     return {
         "code": "ours",
-        "optimizer": _class_name(getattr(trainer.optimizer, "optimizer", trainer.optimizer)),
+        "optimizer": class_name(getattr(trainer.optimizer, "optimizer", trainer.optimizer)),
         "seed": seed,
-        "train_loss": trainer.record["loss"],
-        "lr": trainer.record["lr"],
-        "eval_loss": sum(losses) / len(losses),
-        "parameters": {
-            n: {
-                "shape": list(p.shape),
-                "trainable": p.requires_grad,
-                "weight_decay": decay.get(id(p)),
-                "updated": bool(trainer.optimizer.state.get(p)),
-            }
-            for n, p in model.named_parameters()
-        },
+        **trained_record(trainer, model, data["eval"], setting.batch),
     }
 
 
 def init_stats(model: torch.nn.Module) -> dict[str, dict]:
     """Mean, std and largest magnitude of every parameter."""
-    out = {}
-    for n, p in model.named_parameters():
-        x = p.detach().double()
-        out[n] = {
-            "mean": float(x.mean()),
-            "std": float(x.std()) if x.numel() > 1 else 0.0,
-            "absmax": float(x.abs().max()),
-        }
-    return out
+    return {n: parameter_stats(p) for n, p in model.named_parameters()}
 
 
 def main(job_file: str) -> None:
@@ -184,11 +158,6 @@ def main(job_file: str) -> None:
         f"{record['train_loss'][-1]:.4f}",
         flush=True,
     )
-
-
-def _class_name(obj) -> str:
-    """The class of `obj` (the optimizer inside accelerate's wrapper) with its module."""
-    return f"{type(obj).__module__}.{type(obj).__name__}"
 
 
 if __name__ == "__main__":

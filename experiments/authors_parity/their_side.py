@@ -24,6 +24,8 @@ import tempfile
 import types
 from pathlib import Path
 
+from run_record import class_name, parameter_stats, trained_record  # this folder: the script's sys.path[0]
+
 
 def main(job_file: str) -> None:
     job = json.loads(Path(job_file).read_text())
@@ -119,7 +121,7 @@ def main(job_file: str) -> None:
         # promoted where it is added to a float64 weight
         model.to(getattr(torch, job.get("dtype", "float32")))
         params = dict(model.named_parameters())
-        init = {n: _stats(p) for n, p in params.items()}
+        init = {n: parameter_stats(p) for n, p in params.items()}
         if job.get("save_init") and optim == job["optims"][0]:
             folder = out / "init"
             folder.mkdir(exist_ok=True)
@@ -159,50 +161,24 @@ def main(job_file: str) -> None:
             )
             trainer.record = {"loss": [], "lr": []}
             trainer.train()
-        groups = {}
-        for group in trainer.optimizer.param_groups:
-            for p in group["params"]:
-                groups[id(p)] = group["weight_decay"]
-        model.eval()
-        with torch.no_grad():
-            eval_losses = [
-                float(model(input_ids=eval_ids[i : i + batch], labels=eval_ids[i : i + batch]).loss)
-                for i in range(0, eval_ids.shape[0], batch)
-            ]
         record = {
             "code": "theirs",
             "optimizer": optim,
             "dtype": job.get("dtype", "float32"),
-            "optimizer_class": _class_name(getattr(trainer.optimizer, "optimizer", trainer.optimizer)),
+            "optimizer_class": class_name(getattr(trainer.optimizer, "optimizer", trainer.optimizer)),
             "seed": int(cfg.seed),
             "overrides": job["overrides"],
             "config": {k: _plain(v) for k, v in model_config.to_dict().items() if not isinstance(v, dict)},
-            "train_loss": trainer.record["loss"],
-            "lr": trainer.record["lr"],
-            "eval_loss": sum(eval_losses) / len(eval_losses),
-            "parameters": {
-                n: {
-                    "shape": list(p.shape),
-                    "trainable": p.requires_grad,
-                    "weight_decay": groups.get(id(p)),
-                    # AdamW keeps state only for a parameter that had a gradient: one unused in the forward has none
-                    "updated": bool(trainer.optimizer.state.get(p)),
-                    "init": init[n],
-                }
-                for n, p in params.items()
-            },
+            **trained_record(trainer, model, eval_ids, batch, params),
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         }
+        for name, row in record["parameters"].items():
+            row["init"] = init[name]
         (out / f"{optim}.json").write_text(json.dumps(record, indent=1))
         print(
             f"theirs {job['name']} {optim}: loss {record['train_loss'][0]:.4f} -> {record['train_loss'][-1]:.4f}",
             flush=True,
         )
-
-
-def _stats(p) -> dict:
-    x = p.detach().double()
-    return {"mean": float(x.mean()), "std": float(x.std()) if x.numel() > 1 else 0.0, "absmax": float(x.abs().max())}
 
 
 def _plain(v):
@@ -211,11 +187,6 @@ def _plain(v):
         if v is None or isinstance(v, (bool, int, float, str)) and not (isinstance(v, float) and math.isnan(v))
         else str(v)
     )
-
-
-def _class_name(obj) -> str:
-    """The class of `obj` (the optimizer inside accelerate's wrapper) with its module."""
-    return f"{type(obj).__module__}.{type(obj).__name__}"
 
 
 if __name__ == "__main__":

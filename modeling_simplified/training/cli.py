@@ -15,9 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
-from modeling_simplified.configuration_simplified import BLOCK_TYPES
+from modeling_simplified.fields_simplified import BLOCK_TYPES
 
 from .plan import RaptrOptions, TrainPlan
 from .presets import (
@@ -263,6 +261,8 @@ BF16_CPU_SLOWER_UP_TO = 768
 
 def bf16_warning(preset) -> str | None:
     """One line when `--bf16` asks for a CPU run at a width measured slower in bf16 (`BF16_CPU_SLOWER_UP_TO`)."""
+    import torch  # here, not at the top: --help, --list-presets and --show answer without importing torch
+
     width = preset.model.get("hidden_size", 768)
     if not preset.training.bf16 or width > BF16_CPU_SLOWER_UP_TO or torch.cuda.is_available():
         return None
@@ -323,6 +323,8 @@ def leave_process_group() -> None:
     """Destroy the torchrun process group the Trainer joined, at a point every rank reaches. Left to interpreter
     exit, gloo's worker threads are torn down after Python and the process aborts (SIGABRT, "terminate called without
     an active exception": pytorch/pytorch#190489). Not after a failure: a rank still in a collective would hang it."""
+    import torch  # loaded by the run already; here so that the command's quick answers never import it
+
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 

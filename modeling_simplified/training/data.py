@@ -40,23 +40,9 @@ from transformers import (
 )
 
 from . import corpus
+from .glue_tasks import GLUE, GLUE_EXTRA_EVAL, GLUE_TASKS
 from .presets import EMBEDDED, EMBEDDED_TASK, DataSpec, UsageError
 
-GLUE = "nyu-mll/glue"
-#: GLUE task → (first text column, second text column or None, number of labels (1: regression), eval split)
-GLUE_TASKS: dict[str, tuple[str, str | None, int, str]] = {
-    "cola": ("sentence", None, 2, "validation"),
-    "sst2": ("sentence", None, 2, "validation"),
-    "mrpc": ("sentence1", "sentence2", 2, "validation"),
-    "qqp": ("question1", "question2", 2, "validation"),
-    "stsb": ("sentence1", "sentence2", 1, "validation"),
-    "mnli": ("premise", "hypothesis", 3, "validation_matched"),
-    "qnli": ("question", "sentence", 2, "validation"),
-    "rte": ("sentence1", "sentence2", 2, "validation"),
-    "wnli": ("sentence1", "sentence2", 2, "validation"),
-}
-#: GLUE task → the evaluation splits besides its eval split (MNLI is scored on matched and mismatched both)
-GLUE_EXTRA_EVAL: dict[str, tuple[str, ...]] = {"mnli": ("validation_mismatched",)}
 BPE_SPECIALS = ("<|endoftext|>",)
 WORDPIECE_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 

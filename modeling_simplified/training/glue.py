@@ -28,28 +28,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .data import GLUE, GLUE_TASKS
+from .glue_tasks import DISPLAY, GLUE, GLUE_TASKS, NOT_SCORED, TABLE2_TASKS
 from .plan import TrainPlan
 from .presets import EMBEDDED, UsageError, apply_override, first_line, load_preset, validate
 from .runs import pretrained_dir
 
 #: the fine-tuning recipe (configuration/glue.json): App. D.2's, as cramming's
 PRESET = "glue-finetune"
-#: Table 2's tasks, in its column order (WNLI is not among them: cramming's GLUE_sane.yaml leaves it out)
-TABLE2_TASKS = ("mnli", "sst2", "stsb", "rte", "qnli", "qqp", "mrpc", "cola")
-#: the tasks that never enter the GLUE score
-NOT_SCORED = ("wnli",)
-DISPLAY = {
-    "mnli": "MNLI",
-    "sst2": "SST-2",
-    "stsb": "STS-B",
-    "rte": "RTE",
-    "qnli": "QNLI",
-    "qqp": "QQP",
-    "mrpc": "MRPC",
-    "cola": "CoLA",
-    "wnli": "WNLI",
-}
 #: the column suffix of an evaluation split (Table 2's "MNLI-m" and "MNLI-mm")
 SPLIT_SUFFIX = {"validation_matched": "m", "validation_mismatched": "mm"}
 CONVENTION = (

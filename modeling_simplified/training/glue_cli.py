@@ -8,8 +8,7 @@ import argparse
 import os
 import sys
 
-from .data import GLUE
-from .glue import TABLE2_TASKS, GlueTaskFailed, metric_legend, parse_task, render_table, run_glue
+from .glue_tasks import GLUE, TABLE2_TASKS
 from .presets import UsageError, add_set_option, first_line
 
 EPILOG = f"""examples:
@@ -57,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # the training stack loads once the arguments are read: --help and bad options answer without it
+    from .glue import GlueTaskFailed, metric_legend, parse_task, render_table, run_glue
 
     def progress(line: str) -> None:
         print(f"simplified-glue: {line}", file=sys.stderr, flush=True)

@@ -19,21 +19,21 @@ A row stands for the delta `{"base": family, "paper": ..., "model": {...}, "trai
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import importlib.resources
+import importlib.util
 import json
 import math
 import typing
 from pathlib import Path
 from typing import Any
 
-from modeling_simplified.configuration_simplified import (
-    BLOCK_PRESETS,
-    BLOCK_TYPES,
-    SimplifiedConfig,
-    check_type,
-    nearest_names,
-)
+from modeling_simplified.fields_simplified import BLOCK_PRESETS, BLOCK_TYPES, check_type, nearest_names
+
+if typing.TYPE_CHECKING:
+    from modeling_simplified.configuration_simplified import SimplifiedConfig
 
 #: The recipe families: the package `modeling_simplified.configuration` (the root folder `configuration/`).
 PRESET_DIR = importlib.resources.files("modeling_simplified.configuration")
@@ -46,8 +46,19 @@ EMBEDDED = "embedded"
 #: The offline labelled task used by `glue` presets when `data.dataset` is "embedded" (see corpus.py).
 EMBEDDED_TASK = "stdlib-topic"
 
-#: SimplifiedConfig fields a preset or `--set` may name (the config's own fields; labels come from the data).
-MODEL_FIELDS: tuple[str, ...] = tuple(SimplifiedConfig.__annotations__)
+
+@functools.cache
+def model_fields() -> tuple[str, ...]:
+    """The SimplifiedConfig fields a preset or `--set` may name (the config's own fields; labels come from the data):
+    the annotated names of its class body, read from the module's source, not imported. The config module imports
+    transformers, which listing, showing or checking presets does not need (tests/test_presets.py holds the list
+    equal to `SimplifiedConfig.__annotations__`)."""
+    source = Path(importlib.util.find_spec("modeling_simplified.configuration_simplified").origin).read_text()
+    config = next(
+        node for node in ast.parse(source).body if isinstance(node, ast.ClassDef) and node.name == "SimplifiedConfig"
+    )
+    return tuple(node.target.id for node in config.body if isinstance(node, ast.AnnAssign))
+
 
 #: How close (difflib's ratio) a `--set` key or a preset name must be to a known one to be suggested: looser than
 #: the config's `MISSPELLING_CUTOFF`, which decides whether a key is an error at all; here it already is one.
@@ -213,7 +224,7 @@ def preset_delta(name: str) -> dict[str, Any]:
         if field not in _SECTION_OF:
             raise UsageError(
                 f"preset {name!r}: unknown field {field!r} in the {family} table; a row names paper and fields of "
-                f"model ({', '.join(MODEL_FIELDS)}), training ({', '.join(_names(TrainingRecipe))}) or data "
+                f"model ({', '.join(model_fields())}), training ({', '.join(_names(TrainingRecipe))}) or data "
                 f"({', '.join(_names(DataSpec))})."
             )
         delta[_SECTION_OF[field]][field] = value
@@ -273,7 +284,7 @@ def parse_preset(raw: dict[str, Any], name: str = "<preset>", check: bool = True
     if raw["task"] not in TASKS:
         raise UsageError(f"preset {name!r}: task={raw['task']!r} is not valid; allowed values: {', '.join(TASKS)}.")
     model = dict(raw["model"])
-    _check_keys(model, MODEL_FIELDS, f"preset {name!r} model")
+    _check_keys(model, model_fields(), f"preset {name!r} model")
     preset = Preset(
         name=name,
         paper=_typed(raw["paper"], str, f"preset {name!r} paper"),
@@ -378,10 +389,10 @@ def apply_override(preset: Preset, assignment: str) -> None:
             "every field with its value)"
         )
     if section == "model":
-        if field not in MODEL_FIELDS:
+        if field not in model_fields():
             raise UsageError(
                 f"--set {key}: unknown config field {field!r}; allowed model fields: "
-                f"{', '.join(MODEL_FIELDS)}; or training.<field> ({', '.join(_names(TrainingRecipe))}) "
+                f"{', '.join(model_fields())}; or training.<field> ({', '.join(_names(TrainingRecipe))}) "
                 f"or data.<field> ({', '.join(_names(DataSpec))})."
             )
         preset.model[field] = value
@@ -446,7 +457,9 @@ def switch_block_type(preset: Preset, block_type: str, check: bool = True) -> Pr
 
 def build_config(fields: dict[str, Any], where: str = "model") -> SimplifiedConfig:
     """`SimplifiedConfig(**fields)` with unknown fields and invalid values reported as `UsageError`."""
-    _check_keys(fields, MODEL_FIELDS + ("num_labels", "id2label", "label2id", "problem_type"), where)
+    from modeling_simplified.configuration_simplified import SimplifiedConfig  # transformers: only to build one
+
+    _check_keys(fields, model_fields() + ("num_labels", "id2label", "label2id", "problem_type"), where)
     try:
         return SimplifiedConfig(**fields)
     except (ValueError, TypeError) as err:
@@ -459,7 +472,9 @@ def _names(cls) -> list[str]:
 
 
 def _section_keys(section: str) -> tuple[str, ...]:
-    return MODEL_FIELDS if section == "model" else tuple(_names(TrainingRecipe if section == "training" else DataSpec))
+    return (
+        model_fields() if section == "model" else tuple(_names(TrainingRecipe if section == "training" else DataSpec))
+    )
 
 
 #: The section each field of a family's row belongs to.

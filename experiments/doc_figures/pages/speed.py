@@ -32,6 +32,8 @@ from ..registry import block, facts, table
 from ..text import COUNTS, about_fraction, common, num, run_label, run_numbers, span
 
 PAGE = "docs/speed.md"
+#: the one-row product's run (`python -m benchmarks.gemv`)
+GEMV = "gemv"
 
 #: (label, section, model, base, the bound's key in the model's row or None for 1.000)
 TRAIN_ROWS = (
@@ -168,7 +170,7 @@ def results() -> list[str]:
     loss = {m: [r["loss"][m] for r in current] for m in ("pre_ln", "sas_p")}
     step = {m: [r["step_memory"][m]["peak_growth_MiB"] for r in current] for m in ("gpt2", "pre_ln", "sas_p")}
     long = [r["memory"]["2048"] for r in current]
-    gemv = {(row["out"], row["in"]): row for row in run("gemv")["rows"]}
+    gemv = {(row["out"], row["in"]): row for row in run(GEMV)["rows"]}
     rate = {
         name: gemv[shape]["linear_GBps"] / gemv[shape]["f_linear_GBps"]
         for name, shape in (
@@ -226,6 +228,7 @@ def results() -> list[str]:
         f"{span([r['generate']['batch_8']['gpt2']['tokens_per_s'] for r in every], 1)} at batch 8)",
         f"streams the weights at {span([r['linear_GBps'] for r in gemv.values()], 0)} GB/s where the "
         f"matrix-vector product `F.linear` takes gets {span([r['f_linear_GBps'] for r in gemv.values()], 0)}",
+        f"(`python -m benchmarks.gemv`, [`{GEMV}.md`](benchmark/{GEMV}.md): "
         f"{num(rate['QKV'], 1)}× for the QKV matrix, {num(rate['MLP-in'], 1)}× for MLP-in, "
         f"{num(rate['head'], 1)}× for the tied head, {num(rate['MLP-out'], 1)}× for MLP-out",
         f"sas_p's ratio sits at {span(decode8, 2)}× its bound by the runs' medians",
@@ -361,5 +364,5 @@ def words() -> list[str]:
         f"In {run_label(PROFILE_RUN)}'s profiles (`{PROFILE_RUN}.md`, self CPU time of one step)",
         f"pre_ln {num(run(PROFILE_RUN)['mfu']['pre_ln']['step_median_s'] - run(PROFILE_RUN)['mfu']['pre_ln']['gemm_time_alone_s'], 2)} s "
         f"({PROFILE_RUN}.json, `mfu`)",
-        "GB/s (`gemv.md`)",
+        f"GB/s (`{GEMV}.md`)",
     ]

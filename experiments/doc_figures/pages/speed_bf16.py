@@ -23,6 +23,8 @@ from ..registry import block, facts, table
 from ..text import COUNTS, common, num, run_label, span
 
 PAGE = "docs/speed.md"
+#: the bf16 one-row product's run (`python -m benchmarks.gemv --dtype bf16`)
+GEMV_BF16 = "gemv_bf16"
 
 
 @block("speed-bf16")
@@ -149,7 +151,7 @@ def first_host() -> list[str]:
         if k in ("train", "generate_batch_1")
     }
     mfu = r["mfu"]["pre_ln"]
-    rows = run("gemv_bf16")["rows"]
+    rows = run(GEMV_BF16)["rows"]
     gemv = {"bf16": [row["linear_GBps"] for row in rows], "float32": [row["float32_linear_GBps"] for row in rows]}
     sas_p = run("bf16_centring_before_after")["cases"]["train sas_p 8x128"]
     return [
@@ -162,7 +164,8 @@ def first_host() -> list[str]:
         f"Decoding with bf16 weights gains {num(speedup['generate_batch_1']['pre_ln'])}× and "
         f"{num(speedup['generate_batch_1']['sas_p'])}× (pre_ln, sas_p; batch 1)",
         f"streams bf16 weights at {span(gemv['bf16'], 1)} GB/s where the float32 rule streams float32 ones at "
-        f"{span(gemv['float32'], 1)}",
+        f"{span(gemv['float32'], 1)} in the same run (`python -m benchmarks.gemv --dtype bf16`, "
+        f"[`{GEMV_BF16}.md`](benchmark/{GEMV_BF16}.md))",
         f"sas_p's bf16 step is {num(sas_p['ratio_median'])}× faster against the code of that run",
     ]
 

@@ -32,6 +32,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m experiments.doc_figures --check
 
 # The paper's block comparisons in miniature (experiments/reproduce/): CodeParrot next-token prediction (the headline:
 # Pre-LN, SAS and SAS-P in the authors' configuration, codeparrot-tiny-authors; then every block in this project's

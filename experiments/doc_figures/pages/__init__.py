@@ -4,6 +4,7 @@ results: a module here, named in its family (or a new one) of `FAMILIES`."""
 
 from . import (
     architecture,
+    development,
     fine_tuning,
     inference,
     readme,
@@ -22,4 +23,5 @@ FAMILIES = {
     "training and fine-tuning": (training, fine_tuning),
     "architecture and config": (architecture,),
     "README": (readme,),
+    "development": (development,),
 }

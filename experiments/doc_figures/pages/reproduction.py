@@ -213,7 +213,7 @@ def results() -> list[str]:
         f"fourth, against {span(cp['signal_propagation']['sas']['init'])} for SAS",
         f"{raptr_lead()} of the full model in every setting and seed",
         f"the lead shrinks to {num(raptr['same_schedule']['raptr_minus_full'][0])} in seed 0",
-        f"The two full-model seeds differ by {num(abs(raptr['equal_steps']['full_loss'][1] - raptr['equal_steps']['full_loss'][0]), 2)}",
+        f"The full-model seeds differ by {num(abs(raptr['equal_steps']['full_loss'][1] - raptr['equal_steps']['full_loss'][0]), 2)}",
         f"the simplified blocks' best lr is {mlm_lr_ratio}× Pre-LN's",
         f"every run passes over it {common([num(r['epochs'], 2) for r in mlm['runs']])} times, and the final "
         f"MLM eval loss sits within {num(max(map(abs, mlm_gaps)), 2)} nats of the training loss at the end "
@@ -308,10 +308,10 @@ def settings_and_parity() -> list[str]:
         f"{span(params['causal'], 2)}M parameters on the causal side",
         f"{span(params['masked'], 2)}M on the masked side",
         f"{mlm_steps} micro-batch steps on the masked side",
-        f"at d = 128 and {steps} steps unit-amplitude sinusoids",
         f"the sentences SST-2 was built from: {sentences} of them",
         f"One task and {tuned_seeds} seeds",
         f"Final eval loss after {steps} steps",
+        f"Final eval loss after {family_steps(reproduction('codeparrot-tiny-authors'))} steps",  # their config's table
         f"V-SkipInit behind Pre-LN per step ({in_both(cp, 'V-SkipInit behind Pre-LN')}: {_seed_ways(cp, 'V-SkipInit behind Pre-LN')})",
         f"slightly behind SAS-P per step ({in_both(cp, 'no norms (simplest) slightly')}: within "
         f"{max(map(abs, nearly)):.1f}% of SAS-P in every seed)",
@@ -358,7 +358,19 @@ def directions() -> list[str]:
     tuned = mlm["finetune"]["table"]
     pretrained = [v for n, row in tuned.items() if n != "pre_ln_from_scratch" for v in row["eval_loss_per_seed"]]
     lowered = max(pretrained) < min(tuned["pre_ln_from_scratch"]["eval_loss_per_seed"])
+    variants = cp["timing"]["variants"].values()
+    # the blocks whose medians the paragraph prints: each one's spread over rounds against their medians' range
+    printed = [cp["timing"]["variants"][n] for n in ("pre_ln", "sas", "sas_p", "simplest", "parallel", "normformer")]
+    medians = [v["speed_vs_pre_ln"]["ratio_median"] for v in printed]
+    wider = "wider" if min(v["spread"] for v in printed) > max(medians) - min(medians) else "NOT wider"
+    mlm_within = [f"{b} within 2%" for b in ("SAS", "SAS-P")]
     return [
+        f"the per-variant spread over rounds is {span([100 * v['spread'] for v in variants], 0)}%, {wider} than the "
+        "differences between these medians",
+        f"on the causal side the spread over rounds is {wider} than the blocks' differences",
+        f"{COUNTS[len(mlm['lr_sweep'])].capitalize()} variants: Pre-LN, parallel, SAS and SAS-P",
+        f"at their own best lrs the simplified blocks are {_every_seed_way(mlm, mlm_within, ('best_lr',))} of Pre-LN "
+        "rather than matched with it",
         f"they are {_every_seed_way(cp, within)} of it in both seeds, by {best[0]}% and {best[1]}% on the seed means",
         f"the simplified blocks are {_every_seed_way(mlm, [f'{b} within 2%' for b in ('SAS', 'SAS-P')], ('best_lr',))} "
         f"at their own best lrs too (SAS {mlm_best[0]}%, SAS-P {mlm_best[1]}%",

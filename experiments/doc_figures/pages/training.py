@@ -234,4 +234,40 @@ def demo_resume_offline_packing() -> list[str]:
         f"{span([p['pre_ln']['packed_over_padded']['ratio_median'] for p in packing], 2)}× for pre_ln, "
         f"{span([p['sas_p']['packed_over_padded']['ratio_median'] for p in packing], 2)}× for sas_p",
         f"the padded batch wastes {100 * (1 - packing[-1]['tokens'] / packing[-1]['padded_tokens']):.0f}% of its tokens",
+        "which of these makes sas_p's gain the "
+        + (
+            "smaller"
+            if all(
+                p["sas_p"]["packed_over_padded"]["ratio_median"] < p["pre_ln"]["packed_over_padded"]["ratio_median"]
+                for p in packing
+            )
+            else "NOT smaller"
+        ),
+    ]
+
+
+@facts(PAGE)
+def bf16_words() -> list[str]:
+    """The bf16 section's words: the crossover benchmark's protocol and verdict, `bf16run1`'s host, the fidelity
+    rerun and the seeds per point."""
+    crossover = run("bf16_crossover")
+    first = run("bf16run1")
+    faster = first["precision"]["train"]["pre_ln"]["bf16_vs_float32"]["ratio_median"] > 1
+    fidelity = reproduction("bf16-fidelity")
+    rerun = fidelity["float32_vs_committed"]
+    (again,) = rerun
+    peaks = run("bf16profile1")["meta"]["gemm_peak_gflops"]
+    block, seed = again.split(" seed ")
+    return [
+        f"**bf16 on a CPU: {'slower' if crossover['bf16_slower_up_to_hidden_size'] else 'NOT slower'} at small widths.**",
+        f"{COUNTS[crossover['meta']['rounds']]} rounds after {COUNTS[crossover['meta']['warmup']]} warm-up",
+        f"`bf16run1`, vocab {first['meta']['shape']['vocab']}, {COUNTS[first['meta']['torch_threads']]} threads, "
+        f"trained {'faster' if faster else 'NOT faster'} in bf16 on its host",
+        f"{COUNTS[len(rerun)]} float32 run was trained again there: {block}, seed {seed}, which "
+        + ("reproduced" if rerun[again] == "equal" else "did NOT reproduce")
+        + f" its committed record's every logged loss. That {'shows' if rerun[again] == 'equal' else 'does NOT show'} "
+        f"{block}'s float32 training unchanged between the two commits. It does not show it for",
+        f"{COUNTS[len(fidelity['seeds'])]} seeds per point",
+        f"a quiet Intel host whose bf16 GEMMs are {'slower' if peaks['bf16'] < peaks['float32'] else 'faster'} than "
+        "its float32 ones",
     ]

@@ -4,6 +4,7 @@ results: a module here, named in its family (or a new one) of `FAMILIES`."""
 
 from . import (
     architecture,
+    clients,
     development,
     fine_tuning,
     inference,
@@ -22,6 +23,7 @@ FAMILIES = {
     "reproduction": (reproduction, reproduction_authors, reproduction_depth),
     "training and fine-tuning": (training, fine_tuning),
     "architecture and config": (architecture,),
+    "clients": (clients,),
     "README": (readme,),
     "development": (development,),
 }

@@ -38,6 +38,19 @@ def claim_gaps(row: dict[str, Any]) -> tuple[float, list[float]]:
     return 100 * (statistics.fmean(a) / statistics.fmean(b) - 1), [100 * (x / y - 1) for x, y in zip(a, b)]
 
 
+def matched(result: dict[str, Any], setting: str, names: list[str]) -> str:
+    """How the prose says whether the blocks are *matched* with their baseline: "not *matched*" where every named
+    within-2% claim did not hold, "*matched*" where every one held, else "NEITHER *matched* nor not"."""
+    verdicts = {claim(result, setting, name)["verdict"] for name in names}
+    return (
+        "not *matched*"
+        if verdicts == {"did NOT hold"}
+        else "*matched*"
+        if verdicts == {"held"}
+        else ("NEITHER *matched* nor not")
+    )
+
+
 def way(gap: float) -> str:
     """Where a gap (%, the first block's loss over the second's) puts the first block, at the printed precision."""
     return "level with" if f"{abs(gap):.1f}" == "0.0" else "ahead of" if gap < 0 else "behind"

@@ -21,6 +21,7 @@ from ..claims import (
     claim_gaps,
     family_steps,
     in_both,
+    matched,
     raptr_lead,
     training_hours,
     way,
@@ -194,9 +195,6 @@ def results() -> list[str]:
         f"and at Pre-LN's {lr_text(shared_lr)} both seeds of each lie above their best (SAS "
         f"{num(sas_sweep[shared_lr]['0'])} / {num(sas_sweep[shared_lr]['1'])} against "
         f"{num(sas_sweep[lrs['sas']]['0'])} / {num(sas_sweep[lrs['sas']]['1'])})",
-        f"(training loss {num(best['simplest']['train_loss_end'][0])} against "
-        f"{num(best['sas_p']['train_loss_end'][0])}, eval loss {num(best['simplest']['eval_loss@100%'][0])} "
-        f"against {num(best['sas_p']['eval_loss@100%'][0])})",
         f"median of {timing['rounds']} rounds (range): sas {num(speed['sas']['ratio_median'])} "
         f"({span([speed['sas']['ratio_low'], speed['sas']['ratio_high']])}), sas_p "
         f"{num(speed['sas_p']['ratio_median'])} ({span([speed['sas_p']['ratio_low'], speed['sas_p']['ratio_high']])}), "
@@ -334,6 +332,23 @@ def settings_and_parity() -> list[str]:
     ]
 
 
+def _swapped_order(table: dict[str, Any]) -> str:
+    """Whether the variants order alike by training loss at the end and by eval loss (seed 0), naming the pairs that
+    swap, the lower training loss first."""
+    train = {n: row["train_loss_end"][0] for n, row in table.items()}
+    evals = {n: row["eval_loss@100%"][0] for n, row in table.items()}
+    names = sorted(train, key=train.get)
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if evals[a] > evals[b]]
+    if not pairs:
+        return "The blocks order the same way by training loss at the end as by eval loss"
+    swaps = "; ".join(f"{a} and {b}" for a, b in pairs)
+    return (
+        "The blocks order the same way by training loss at the end as by eval loss, except "
+        f"{swaps}, which swap (training loss {num(train[pairs[0][0]])} against {num(train[pairs[0][1]])}, eval loss "
+        f"{num(evals[pairs[0][0]])} against {num(evals[pairs[0][1]])})"
+    )
+
+
 def _every_seed_way(result: dict[str, Any], names: list[str], settings: tuple[str, ...] = SETTINGS) -> str:
     """ "ahead" where the first block of every named claim is ahead in every seed and setting, "behind" where it is
     behind in all, else "NEITHER ahead nor behind"."""
@@ -374,7 +389,9 @@ def directions() -> list[str]:
         f"they are {_every_seed_way(cp, within)} of it in both seeds, by {best[0]}% and {best[1]}% on the seed means",
         f"the simplified blocks are {_every_seed_way(mlm, [f'{b} within 2%' for b in ('SAS', 'SAS-P')], ('best_lr',))} "
         f"at their own best lrs too (SAS {mlm_best[0]}%, SAS-P {mlm_best[1]}%",
-        f"they are {_every_seed_way(cp, within)} of it in every seed, by",
+        f"So, in these presets at this scale: the simplified blocks are {matched(cp, 'best_lr', within)} with "
+        f"Pre-LN per step, they are {_every_seed_way(cp, within)} of it in every seed, by",
+        _swapped_order(cp["settings"]["best_lr"]["table"]),
         f"within {steps} steps, {'more' if more else 'NOT more'} than the two codes' float32 rounding in every "
         "simplified block",
         f"It did {'lower' if lowered else 'NOT lower'} the loss: every pretrained run ends",

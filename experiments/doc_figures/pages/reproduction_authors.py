@@ -11,7 +11,7 @@ from experiments.authors_parity import results as parity
 from experiments.authors_parity.study import LONG_LR, PLATEAU_MARGIN, PLATEAU_WINDOW
 from modeling_simplified.training.presets import load_preset
 
-from ..claims import CLAIM_LABELS, claim, claim_gaps, family_steps, which_way
+from ..claims import CLAIM_LABELS, claim, claim_gaps, family_steps, matched, which_way
 from ..data import AUTHORS, reproduction
 from ..registry import block, facts
 from ..text import COUNTS, common, lr_text, num, span, verdict_word
@@ -98,6 +98,7 @@ def headline_details() -> list[str]:
     gaps = [-claim_gaps(claim(x, "best_lr", within))[0] for x in (r, presets)]
     learned = all(row["bracketed"] for row in r["lr_sweep"].values())
     ahead = "ahead of" if gaps[0] > 0 else "NOT ahead of"
+    timed = claim(r, "best_lr", "SAS-P ahead of Pre-LN at equal time")["verdict"]
     return [
         f"every sweep {'bracketed' if learned else 'did NOT all bracket'} its best lr: Pre-LN at "
         f"{lr_text(lrs['pre_ln'])}, SAS and SAS-P at {lr_text(common([lrs['sas'], lrs['sas_p']]))}",
@@ -107,7 +108,10 @@ def headline_details() -> list[str]:
         f"{family_steps(r)} steps of {preset.training.per_device_train_batch_size} × {preset.data.seq_len} tokens), "
         "the same",
         f"by {num(gaps[0], 1)}%, against {num(gaps[1], 1)}% in this project's presets",
-        f"SAS-P is slightly {ahead} Pre-LN per step at its own best lr",
+        f"SAS-P is slightly {ahead} Pre-LN per step at its own best lr ({matched(r, 'best_lr', [within])}: by "
+        f"{num(gaps[0], 1)}%, against {num(gaps[1], 1)}% in this project's presets) "
+        + ("and" if timed == "held" else "but NOT")
+        + " at equal measured time",
         f"{'Most' if 0 < gaps[0] < gaps[1] / 2 else 'NOT most'} of that lead is the presets' own: in the authors' "
         f"configuration the same protocol finds SAS-P {ahead} Pre-LN by {num(gaps[0], 1)}% at its own best lr, "
         f"against {num(gaps[1], 1)}% here",

@@ -213,7 +213,9 @@ def results() -> list[str]:
         f"({span([-g for _, seeds in ahead for g in seeds], 1)}% per seed) at both depths, so within 2% "
         f"{common([verdict_word(c['verdict']) for c in match])} at either depth",
         f"every variant's chosen lr is {span(ratio, 0)}× lower at {deep} blocks than at {shallow}",
-        "they are not matched with Pre-LN per step but "
+        "they are "
+        + {"did NOT hold": "not matched", "held": "matched"}.get(common([c["verdict"] for c in match]), "NEITHER")
+        + " with Pre-LN per step but "
         + ("ahead of" if all(g < 0 for _, seeds in ahead for g in seeds) else "NOT ahead of")
         + " it",
         f"The seeds differ {'more' if wider else 'not always more'} at {deep} blocks than at {shallow}"

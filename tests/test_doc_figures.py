@@ -352,6 +352,23 @@ def test_the_distributive_and_pronoun_rules_exempt_no_count(text, found):
         ("`python -m benchmarks.stream_resume` wrote `stream_resume`", vocabulary.RUN_NAME, ["stream_resume"]),
         # settings: rounds, warm-ups, a row, a process of a thread
         ("three rounds after one warm-up, one row, one process of two threads", vocabulary.NUMBER_WORD, []),
+        # what a comparison holds fixed and the determinism invariant: exempt; an outcome stated the same way: not
+        (
+            "at equal measured time, in the same run, on the same cores, where every token is the same; `generate` "
+            "is bit-identical across processes",
+            vocabulary.COMPARISON,
+            [],
+        ),
+        (
+            "the lr is the same at every step, bit-identical logits, equal to the kernel's, a different order",
+            vocabulary.COMPARISON,
+            ["same", "identical", "equal", "different"],
+        ),
+        (
+            "they are not matched, pre-training did not beat it, it helped",
+            vocabulary.VERDICT,
+            ["not matched", "did not beat", "helped"],
+        ),
     ],
 )
 def test_the_rules_for_places_statistics_formats_modules_and_settings(text, kind, found):

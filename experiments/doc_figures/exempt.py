@@ -248,6 +248,22 @@ EXEMPT: tuple[Exempt, ...] = (
         kinds=frozenset({COMPARISON}),
     ),
     Exempt(
+        "what a comparison holds fixed, not its outcome: equal steps or (measured) time, equal matmul FLOPs (a "
+        "bound's premise), the same run, cores, weights, batches, plans, GEMM, ratio, batch size, model family, "
+        "architecture, stored order or way; a definition (where every token is the same)",
+        r"\b(?:at\s+)?equal\s+(?:measured\s+)?(?:time|steps)\b|\bequal\s+matmul\s+FLOPs\b"
+        r"|\bthe\s+same\s+(?:run|cores|weights|batches|plans|GEMM|ratio|batch\s+size|model\s+family|architecture"
+        r"|stored\s+order|way\s+when)\b|\bwhere\s+every\s+token\s+is\s+the\s+same\b",
+        re.IGNORECASE,
+        kinds=frozenset({COMPARISON}),
+    ),
+    Exempt(
+        "the determinism invariant the test suite holds (bit-identical across processes, bit-identical repeats: "
+        "`tests/test_generation.py`), not a measurement",
+        r"\bbit-identical\s+(?:across\s+processes|repeats)\b",
+        kinds=frozenset({COMPARISON}),
+    ),
+    Exempt(
         "a benchmark's module (`python -m benchmarks.stream_resume`): code that writes a run, not the run",
         r"\bbenchmarks\.\w+",
         kinds=frozenset({RUN_NAME}),

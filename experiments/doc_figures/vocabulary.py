@@ -87,6 +87,18 @@ VERDICTS = {
     "passed": "failed",
     "fails": "passes",
     "failed": "passed",
+    "matched": "not matched",
+    "not matched": "matched",
+    "matches": "does not match",
+    "does not match": "matches",
+    "beat": "trail",
+    "beats": "trails",
+    "did not beat": "beat",
+    "does not beat": "beats",
+    "did not help": "helped",
+    "helped": "did not help",
+    "improves": "does not improve",
+    "does not improve": "improves",
 }
 VERDICT_PATTERN = _words(VERDICTS, after=r"\b(?!-)")
 COMPARISONS = {
@@ -120,6 +132,11 @@ COMPARISONS = {
     "wider": "narrower",
     "narrower": "wider",
     "narrowest": "widest",
+    "same": "different",
+    "different": "same",
+    "identical": "different",
+    "equal": "unequal",
+    "equals": "differs from",
 }
 COMPARISON_PATTERN = _words(COMPARISONS, after=r"\b(?!-)")
 #: a number as the prose writes one: 12, 1,024, 0.96, 1.2e-3, −0.050, 2.3×, 77%

@@ -212,7 +212,8 @@ def results() -> list[str]:
         f"{raptr_lead()} of the full model in every setting and seed",
         f"the lead shrinks to {num(raptr['same_schedule']['raptr_minus_full'][0])} in seed 0",
         f"The full-model seeds differ by {num(abs(raptr['equal_steps']['full_loss'][1] - raptr['equal_steps']['full_loss'][0]), 2)}",
-        f"the simplified blocks' best lr is {mlm_lr_ratio}× Pre-LN's",
+        f"the simplified blocks' best lr is {mlm_lr_ratio}× Pre-LN's, "
+        + ("not equal to it" if mlm_lr_ratio != "1" else "equal to it"),
         f"every run passes over it {common([num(r['epochs'], 2) for r in mlm['runs']])} times, and the final "
         f"MLM eval loss sits within {num(max(map(abs, mlm_gaps)), 2)} nats of the training loss at the end "
         f"({num(min(mlm_gaps), 2)} to {signed(max(mlm_gaps), 2)})",
@@ -316,7 +317,9 @@ def settings_and_parity() -> list[str]:
         f"the verdicts are {common([verdict_word(claim(mlm, 'shared_lr', f'{b} within 2%')['verdict']) for b in ('SAS', 'SAS-P')])}, "
         f"with SAS and SAS-P {mlm_shared[0]}% and {mlm_shared[1]}% ahead",
         f"fine-tuning on MR is {common([verdict_word(c['verdict']) for c in mlm['finetune']['claims']])} (SAS and "
-        f"SAS-P end {span(behind, 1)} points below pre_ln in accuracy)",
+        f"SAS-P end {span(behind, 1)} points below pre_ln in accuracy), as pre-training did "
+        + ("not beat" if not mlm["finetune"]["pretraining_helped"]["on_every_seed"] else "beat")
+        + " the same architecture trained from scratch in accuracy",
         f"{mlm_steps} micro-batch steps, the batch ramped",
         f"Final MLM eval loss after {mlm_steps} steps",
         f"{mlm_steps} steps of masked-LM on Python's docstrings",

@@ -44,7 +44,13 @@ def exact() -> list[str]:
     groups = [row["comparison"] for row in r["parameter_groups"].values()]
     return [
         f"agree to within {sci(max(row['float64']['max_abs'] for row in rows.values()))} nats for "
-        f"{common([row['float64']['steps'] for row in rows.values()])} steps in every block",
+        f"{common([row['float64']['steps'] for row in rows.values()])} steps in every block, and the "
+        + (
+            "lr is the same"
+            if all(row["lr_max_abs_difference"] == 0 for row in rows.values())
+            else "lr is NOT the same"
+        )
+        + " at every step",
         f"after {steps} steps the simplified blocks differ by at most "
         f"{sci(max(rows[b]['ours_vs_theirs_torch_adamw']['max_abs'] for b in simplified))} and Pre-LN by "
         f"{sci(rows['pre_ln']['ours_vs_theirs_torch_adamw']['max_abs'])}",

@@ -5,6 +5,7 @@ another's."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from typing import Any
 
 from .data import reproduction
@@ -38,17 +39,12 @@ def claim_gaps(row: dict[str, Any]) -> tuple[float, list[float]]:
     return 100 * (statistics.fmean(a) / statistics.fmean(b) - 1), [100 * (x / y - 1) for x, y in zip(a, b)]
 
 
-def matched(result: dict[str, Any], setting: str, names: list[str]) -> str:
-    """How the prose says whether the blocks are *matched* with their baseline: "not *matched*" where every named
-    within-2% claim did not hold, "*matched*" where every one held, else "NEITHER *matched* nor not"."""
-    verdicts = {claim(result, setting, name)["verdict"] for name in names}
-    return (
-        "not *matched*"
-        if verdicts == {"did NOT hold"}
-        else "*matched*"
-        if verdicts == {"held"}
-        else ("NEITHER *matched* nor not")
-    )
+def matched(verdicts: Iterable[str], mark: str = "") -> str:
+    """How the prose says whether blocks are matched with their baseline, from their within-2% claims' verdicts:
+    "not matched" where every one did not hold, "matched" where every one held, else "NEITHER matched nor not";
+    `mark` around the word ("*" for emphasis)."""
+    found, word = set(verdicts), f"{mark}matched{mark}"
+    return f"not {word}" if found == {"did NOT hold"} else word if found == {"held"} else f"NEITHER {word} nor not"
 
 
 def way(gap: float) -> str:

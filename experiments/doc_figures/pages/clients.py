@@ -16,14 +16,10 @@ PAGE = "docs/clients.md"
 QUANTIZATION = "quantization1"
 
 
-def _section() -> dict:
-    return run(QUANTIZATION)["quantization"]
-
-
 @block("clients-quantization")
 def quantization_table() -> str:
     """Each batch and precision: tokens/s, the ratio to float32 per round, the weight-bytes bound, the logit error."""
-    q = _section()
+    q = run(QUANTIZATION)["quantization"]
     rows = [
         (
             batch.removeprefix("batch_"),
@@ -33,7 +29,7 @@ def quantization_table() -> str:
             num(r["weight_bound_vs_float32"], 2),
             f"{q['max_logit_error_vs_float32'][name]:.1e}",
         )
-        for batch in ("batch_1", "batch_8")
+        for batch in (f"batch_{b}" for b in generate.BATCHES)
         for name, r in q[batch].items()
     ]
     head = (
@@ -53,7 +49,7 @@ def quantized_decoding() -> list[str]:
     r = run(QUANTIZATION)
     q, meta = r["quantization"], r["meta"]
     int8 = q["batch_1"]["int8"]["vs_float32"]["ratio_median"]
-    bf16 = {b: q[b]["bf16"]["vs_float32"]["ratio_median"] for b in ("batch_1", "batch_8")}
+    bf16 = {b: q[f"batch_{b}"]["bf16"]["vs_float32"]["ratio_median"] for b in generate.BATCHES}
     share = q["float32_read_share_of_memory_rate"]
     peaks = q["gemm_peak_gflops"]
     units = [f for f in targets.BF16_UNIT_FLAGS if f in q["cpu_flags"]]
@@ -79,6 +75,6 @@ def quantized_decoding() -> list[str]:
         f"{num(share, 2)} of the memory rate: "
         + ("bandwidth-bound" if bound else "not bandwidth-bound")
         + f" by the `{targets.BANDWIDTH_BOUND_SHARE}` share the goal asks",
-        f"bf16 weights decode at {num(bf16['batch_1'])}× float32 at batch 1 and {num(bf16['batch_8'])}× at batch 8",
+        f"bf16 weights decode at {num(bf16[1])}× float32 at batch 1 and {num(bf16[8])}× at batch 8",
         f"largest float32 logit of {num(q['max_abs_logit_float32'], 1)}",
     ]

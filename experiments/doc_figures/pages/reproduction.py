@@ -392,7 +392,7 @@ def directions() -> list[str]:
         f"they are {_every_seed_way(cp, within)} of it in both seeds, by {best[0]}% and {best[1]}% on the seed means",
         f"the simplified blocks are {_every_seed_way(mlm, [f'{b} within 2%' for b in ('SAS', 'SAS-P')], ('best_lr',))} "
         f"at their own best lrs too (SAS {mlm_best[0]}%, SAS-P {mlm_best[1]}%",
-        f"So, in these presets at this scale: the simplified blocks are {matched(cp, 'best_lr', within)} with "
+        f"So, in these presets at this scale: the simplified blocks are {matched((claim(cp, 'best_lr', n)['verdict'] for n in within), '*')} with "
         f"Pre-LN per step, they are {_every_seed_way(cp, within)} of it in every seed, by",
         _swapped_order(cp["settings"]["best_lr"]["table"]),
         f"within {steps} steps, {'more' if more else 'NOT more'} than the two codes' float32 rounding in every "

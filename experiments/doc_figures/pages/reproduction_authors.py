@@ -113,8 +113,7 @@ def headline_details() -> list[str]:
         f"SAS-P ahead of SAS at equal time {verdict(r, 'best_lr', 'SAS-P ahead of SAS at equal time')}",
         f"{family_steps(r)} steps of {preset.training.per_device_train_batch_size} × {preset.data.seq_len} tokens), "
         "the same",
-        f"by {num(gaps[0], 1)}%, against {num(gaps[1], 1)}% in this project's presets",
-        f"SAS-P is slightly {ahead} Pre-LN per step at its own best lr ({matched(r, 'best_lr', [within])}: by "
+        f"SAS-P is slightly {ahead} Pre-LN per step at its own best lr ({matched([claim(r, 'best_lr', within)['verdict']], '*')}: by "
         f"{num(gaps[0], 1)}%, against {num(gaps[1], 1)}% in this project's presets) "
         + ("and" if timed == "held" else "but NOT")
         + " at equal measured time",

@@ -9,7 +9,7 @@ from typing import Any
 from experiments.reproduce import depth as depth_family
 from modeling_simplified.training.presets import load_preset
 
-from ..claims import claim_gaps
+from ..claims import claim_gaps, matched
 from ..data import DEPTH, reproduction
 from ..registry import block, facts, table
 from ..text import common, lr_text, num, pct, signed, span, verdict_word
@@ -213,9 +213,7 @@ def results() -> list[str]:
         f"({span([-g for _, seeds in ahead for g in seeds], 1)}% per seed) at both depths, so within 2% "
         f"{common([verdict_word(c['verdict']) for c in match])} at either depth",
         f"every variant's chosen lr is {span(ratio, 0)}× lower at {deep} blocks than at {shallow}",
-        "they are "
-        + {"did NOT hold": "not matched", "held": "matched"}.get(common([c["verdict"] for c in match]), "NEITHER")
-        + " with Pre-LN per step but "
+        f"they are {matched(c['verdict'] for c in match)} with Pre-LN per step but "
         + ("ahead of" if all(g < 0 for _, seeds in ahead for g in seeds) else "NOT ahead of")
         + " it",
         f"The seeds differ {'more' if wider else 'not always more'} at {deep} blocks than at {shallow}"

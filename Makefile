@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU wheel for fast local setup; GPU users override, e.g. `make setup TORCH_SPEC='torch>=2.4'`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo lint test test-slow test-all test-gpu test-compat authors-venv bench reproduce reproduce-depth reproduce-authors reproduce-glue clean FORCE
+.PHONY: setup demo lint test test-slow test-all test-gpu test-compat test-clients authors-venv bench reproduce reproduce-depth reproduce-authors reproduce-glue clean FORCE
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m experiments.doc_figures --check
 
 # The paper's block comparisons in miniature (experiments/reproduce/): CodeParrot next-token prediction (the headline:
 # Pre-LN, SAS and SAS-P in the authors' configuration, codeparrot-tiny-authors; then every block in this project's
@@ -102,6 +103,27 @@ test-gpu: setup
 # floor (4.x and the last 5.x before it). Venvs are cached in build/compat/ (the local torch wheel + transformers only). tests/compat/run.py
 test-compat: setup
 	$(BIN)/python tests/compat/run.py $(COMPAT_ARGS)
+
+# The clients users bring (docs/clients.md: lm-evaluation-harness, TRL, torchao) on tiny exports, the slow tests of
+# tests/test_clients.py, in a venv of their own with the `clients` extra (build/clients/venv, rebuilt with .venv):
+# torchao logs at import, and transformers imports it in every process that loads a model, so it stays out of .venv.
+# The clients venv is layered on .venv (a .pth adds .venv's site-packages, and so its editable install, after its
+# own): it installs only the `clients` extra and what that adds, not torch and transformers again.
+CLIENTS_VENV ?= build/clients/venv
+$(CLIENTS_VENV)/.installed: $(VENV)/.installed pyproject.toml Makefile
+	rm -rf $(CLIENTS_VENV)
+	$(PYTHON) -m venv --without-pip $(CLIENTS_VENV)
+	$(BIN)/python -c 'import sysconfig; print("import site; site.addsitedir(%r)" % sysconfig.get_paths()["purelib"])' \
+		> "$$($(CLIENTS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_base_venv.pth"
+	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["clients"]))' \
+		> $(CLIENTS_VENV)/clients.txt
+	$(CLIENTS_VENV)/bin/python -m pip install -q -r $(CLIENTS_VENV)/clients.txt "$(TORCH_SPEC)"
+	touch $@
+
+# Only the slow tests: the others (the no-decay rule under the Trainer and accelerate) need no client and run in
+# `make test`.
+test-clients: setup $(CLIENTS_VENV)/.installed
+	$(CLIENTS_VENV)/bin/python -m pytest -q -p no:xdist -m slow tests/test_clients.py
 
 # Every benchmark section (benchmarks/sections/; e.g. training steps vs pre_ln and GPT2LMHeadModel at the paper shape);
 # prints tables, writes benchmark.json. Not collected by pytest. Pass options with BENCH_ARGS, e.g.

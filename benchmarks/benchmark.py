@@ -6,8 +6,8 @@
     python -m benchmarks.benchmark --dtype bf16          # bf16: autocast training, bf16-weight inference
 
 Each section is a module of `benchmarks/sections/` (registered in `SECTIONS`), its docstring says what it measures:
-train, mfu, generate, precision, score, kv_cache, memory, step_memory, compile, profile, raptr, packing, loss,
-allocator. Results are printed as Markdown tables and written to `--json` with the run's `meta` (date, command,
+train, mfu, generate, precision, quantization, score, kv_cache, memory, step_memory, compile, profile, raptr, packing,
+loss, allocator. Results are printed as Markdown tables and written to `--json` with the run's `meta` (date, command,
 machine, versions, commit, load, malloc environment, device, shape, rounds, precision, the CPU's flags and the GEMM
 peak in float32 and bf16: a host without bf16 units emulates bf16 slowly, so every figure is read against them).
 """

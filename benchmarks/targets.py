@@ -126,6 +126,11 @@ BF16_MFU = 0.60
 #: bf16 decoding at batch 1 against float32 (eager, and each by the compiled recipe of docs/inference.md), beside the
 #: weight-bytes bound 2
 BF16_DECODE = 1.6
+#: torchao int8 weight-only decoding at batch 1 against float32 (the `quantization` section, weight-bytes bound about
+#: 4), a goal on a host where float32 decoding is bandwidth-bound
+INT8_DECODE = 1.8
+#: float32 batch-1 decoding is bandwidth-bound where it reads its weights at this share of the host's memory rate or more
+BANDWIDTH_BOUND_SHARE = 0.7
 
 
 def bf16_peak_ratio(run: dict) -> float | None:

@@ -34,6 +34,8 @@ CODE_FILES = (
     "checkpoints_simplified.py",
     "compat_simplified.py",
     "tensor_parallel_simplified.py",
+    "weight_decay_simplified.py",
+    "quantization_simplified.py",
 )
 LOSS_CURVE_NAME = "loss_curve.png"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

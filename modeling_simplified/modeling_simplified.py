@@ -9,8 +9,9 @@ Shipped to the Hub as custom code with its siblings, imported by single-dot sibl
 `configuration_simplified.py` (the config), `embeddings_simplified.py` (token embeddings, token types and positions),
 `kernels_simplified.py` (the performance kernels this file calls by name: the CPU RMSNorm, the running sum, eq. 5's
 combination, the fused head and loss), `checkpoints_simplified.py` (the refusal of a checkpoint that is no
-checkpoint of the model), `compat_simplified.py` (the shims for older transformers releases and older checkpoints)
-and `tensor_parallel_simplified.py` (the tensor-parallel styles).
+checkpoint of the model), `compat_simplified.py` (the shims for older transformers releases and older checkpoints),
+`tensor_parallel_simplified.py` (the tensor-parallel styles), `weight_decay_simplified.py` (the paper's no-decay rule
+for any trainer) and `quantization_simplified.py` (torchao quantization of eq. 6's matrices and a tied head).
 """
 
 import copy
@@ -64,7 +65,9 @@ from .kernels_simplified import (
     running_sum,
     shaped_combination,
 )
+from .quantization_simplified import QuantizedAfterLoading, quantize_every_matrix
 from .tensor_parallel_simplified import check_tensor_parallel
+from .weight_decay_simplified import PaperWeightDecay
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -758,7 +761,7 @@ def _output_init_std(config: SimplifiedConfig) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 # Models
 # ----------------------------------------------------------------------------------------------------------------
-class SimplifiedPreTrainedModel(ScalarGainCheckpoints, PreTrainedModel):
+class SimplifiedPreTrainedModel(ScalarGainCheckpoints, PaperWeightDecay, QuantizedAfterLoading, PreTrainedModel):
     config_class = SimplifiedConfig
     config: SimplifiedConfig
     base_model_prefix = "model"
@@ -828,7 +831,8 @@ class SimplifiedPreTrainedModel(ScalarGainCheckpoints, PreTrainedModel):
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
         """transformers' `from_pretrained`, then the config's fixed parameters (frozen gains, `frozen_biases`) are
-        frozen again: loading re-creates every parameter as trainable."""
+        frozen again (loading re-creates every parameter as trainable), and under a torchao `quantization_config` the
+        matrices transformers leaves in float are quantized (`quantize_every_matrix`)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
         refuse_unmatched_file(cls, source, kwargs)  # a local file, before transformers logs its load report
@@ -836,6 +840,7 @@ class SimplifiedPreTrainedModel(ScalarGainCheckpoints, PreTrainedModel):
         refuse_unmatched_checkpoint(model, info, source)
         for name in model._fixed_parameters:
             model.get_parameter(name).requires_grad_(False)
+        quantize_every_matrix(model, ReparamLinear)  # with a torchao quantization_config: eq. 6's and a tied head
         return (model, info) if output_loading_info else model
 
     def _resolve_parallel_plans(self, distributed_config):

@@ -1,18 +1,7 @@
 """AdamW parameter groups: weight decay on matrices only (paper App. D.1 exempts the scalar gains; we also exempt
-norms and biases)."""
+norms and biases). The rule itself ships with the model (`weight_decay_simplified.py`, so that an export carries it
+as `model.parameter_groups` and `model.decay_parameter_names`); this is its import path in the package."""
 
-from torch import nn
+from .weight_decay_simplified import decay_parameter_names, parameter_groups
 
-
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two AdamW groups: weight decay on the trainable matrices (linear weights, embeddings, eq. 6's ΔW), none on
-    anything else: the scalar and vector gains (α, β, γ, βSA, βFF, αV, βV, λ, head scales), norms and biases."""
-    decay, no_decay = [], []
-    for param in model.parameters():
-        if param.requires_grad:
-            (decay if param.dim() >= 2 else no_decay).append(param)
-    # tied weights appear once in model.parameters()
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
+__all__ = ["decay_parameter_names", "parameter_groups"]

@@ -33,6 +33,8 @@ SHIPPED = (
     "checkpoints_simplified.py",
     "compat_simplified.py",
     "tensor_parallel_simplified.py",
+    "weight_decay_simplified.py",
+    "quantization_simplified.py",
 )
 AUTO_CLASSES = ("AutoModel", "AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModelForSequenceClassification")
 FULL_AUTO_MAP = {

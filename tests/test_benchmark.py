@@ -358,6 +358,7 @@ def test_every_section_is_registered_with_run_table_and_its_device():
         "generate",
         "generate_compiled",
         "precision",
+        "quantization",
         "score",
         "kv_cache",
         "memory",

@@ -51,6 +51,8 @@ EXPORT_FILES = {
     "checkpoints_simplified.py",
     "compat_simplified.py",
     "tensor_parallel_simplified.py",
+    "weight_decay_simplified.py",
+    "quantization_simplified.py",
     "model.safetensors",
 }
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json"}

@@ -21,7 +21,7 @@ from modeling_simplified.conversion.original import convert_original
 from modeling_simplified.training.presets import TrainingRecipe, build_config
 from modeling_simplified.training.trainer import SimplifiedTrainer, training_arguments
 
-from .run_record import class_name, parameter_stats, trained_record
+from .run_record import optimizer_class, parameter_stats, trained_record
 from .settings import Miniature
 from .venv import UPSTREAM
 
@@ -126,7 +126,7 @@ def train(model: SimplifiedForCausalLM, data: dict, setting: Miniature, seed: in
         trainer.train()
     return {
         "code": "ours",
-        "optimizer": class_name(getattr(trainer.optimizer, "optimizer", trainer.optimizer)),
+        "optimizer": optimizer_class(trainer),
         "seed": seed,
         **trained_record(trainer, model, data["eval"], setting.batch),
     }

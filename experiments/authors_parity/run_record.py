@@ -40,6 +40,7 @@ def parameter_stats(p: torch.Tensor) -> dict:
     return {"mean": float(x.mean()), "std": float(x.std()) if x.numel() > 1 else 0.0, "absmax": float(x.abs().max())}
 
 
-def class_name(obj) -> str:
-    """The class of `obj` (the optimizer inside accelerate's wrapper) with its module."""
-    return f"{type(obj).__module__}.{type(obj).__name__}"
+def optimizer_class(trainer) -> str:
+    """The class of the trainer's optimizer (the one inside accelerate's wrapper) with its module."""
+    optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
+    return f"{type(optimizer).__module__}.{type(optimizer).__name__}"

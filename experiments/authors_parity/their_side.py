@@ -24,7 +24,7 @@ import tempfile
 import types
 from pathlib import Path
 
-from run_record import class_name, parameter_stats, trained_record  # this folder: the script's sys.path[0]
+from run_record import optimizer_class, parameter_stats, trained_record  # this folder: the script's sys.path[0]
 
 
 def main(job_file: str) -> None:
@@ -165,7 +165,7 @@ def main(job_file: str) -> None:
             "code": "theirs",
             "optimizer": optim,
             "dtype": job.get("dtype", "float32"),
-            "optimizer_class": class_name(getattr(trainer.optimizer, "optimizer", trainer.optimizer)),
+            "optimizer_class": optimizer_class(trainer),
             "seed": int(cfg.seed),
             "overrides": job["overrides"],
             "config": {k: _plain(v) for k, v in model_config.to_dict().items() if not isinstance(v, dict)},

@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mutations",
         action="store_true",
-        help="change each checked number, verdict and comparison word in turn; exit 1 if the check misses one",
+        help="change every result of every page in turn (number, number word, verdict, comparison, run name); "
+        "exit 1 if the check misses one that no rule exempts",
     )
     args = parser.parse_args(argv)
     if not args.check and not args.mutations:
@@ -33,11 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     problems = [problem for page in PAGES for problem in check.problems(page)]
     print("\n".join(map(str, problems)))
     if args.mutations:
-        total, missed = check.mutations()
-        for m in missed:
+        coverage = check.coverage_of_every_page()
+        for m in coverage.missed:
             print(f"{m.page}: the check misses {m.kind} {m.old!r} → {m.new!r} at …{m.context}…")
-        print(f"mutations caught: {total - len(missed)} of {total}")
-        return 1 if problems or missed else 0
+        print(coverage.summary())
+        return 1 if problems or coverage.missed else 0
     return 1 if problems else 0
 
 

@@ -31,6 +31,11 @@ BF16_EARLIER_RECIPE = ("bf16precision1", "bf16run3", "bf16run4")
 BF16_TARGET_RUNS = ("bf16run1", *BF16_CURRENT_RUNS)
 
 
+def current_recipe_runs() -> tuple[str, ...]:
+    """The current code's bf16 runs that timed the current compiled decoding recipe."""
+    return tuple(n for n in BF16_CURRENT_RUNS if n not in BF16_EARLIER_RECIPE and "generate_compiled" in run(n))
+
+
 def runs(names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """The named runs, by name."""
     return {name: run(name) for name in names}
@@ -104,3 +109,38 @@ def fused_saving() -> list[float]:
 def kv_cache_kib() -> set[float]:
     """The KV cache's KiB per token of every block type in the current runs."""
     return {r["kv_cache"][m]["bytes_per_token"] / 1024 for r in runs(CURRENT_RUNS).values() for m in r["kv_cache"]}
+
+
+def run_names(names: list[str]) -> str:
+    """Committed runs as the prose lists them, a series of consecutive runs as a span: `bf16precision1`,
+    `bf16run2`–`bf16run4`, `bf16decode1`."""
+    groups: list[list[str]] = []
+    for name in names:
+        stem, number = name.rstrip("0123456789"), name[len(name.rstrip("0123456789")) :]
+        last = groups[-1][-1] if groups else ""
+        last_stem = last.rstrip("0123456789")
+        if groups and stem == last_stem and number and int(number) == int(last[len(last_stem) :]) + 1:
+            groups[-1].append(name)
+        else:
+            groups.append([name])
+    parts = [f"`{g[0]}`" if len(g) < 3 else f"`{g[0]}`–`{g[-1]}`" for g in groups]
+    parts = [p for g, part in zip(groups, parts) for p in ([part] if len(g) != 2 else [f"`{g[0]}`", f"`{g[1]}`"])]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
+
+
+def bf16_pools() -> str:
+    """Which of the current code's bf16 runs each bf16 target pools (the runs that time its rows), and how their
+    hosts' bf16 GEMM peaks compare with their float32 ones."""
+    pools = {t.label: [n for n, c in bf16_pooled(t)["runs"].items() if c is not None] for t in targets.BF16_TARGETS}
+    compiled = {n for label, names in pools.items() if "generate" in label and "compiled" in label for n in names}
+    other = {n for label, names in pools.items() if not ("generate" in label and "compiled" in label) for n in names}
+    mfu = [n for n, r in runs(BF16_CURRENT_RUNS).items() if "mfu" in r and not targets.mfu_excluded(r)]
+    order = list(BF16_CURRENT_RUNS)
+    slower = {run(n)["meta"]["gemm_peak_gflops"]["bf16"] < run(n)["meta"]["gemm_peak_gflops"]["float32"] for n in order}
+    # the prose states one comparison for all of them; hosts that differ render words the page lacks
+    words = "NOT alike" if len(slower) != 1 else ("slower" if slower.pop() else "faster")
+    return (
+        f"{run_names(sorted(other, key=order.index))}; compiled decoding from "
+        f"{run_names(sorted(compiled, key=order.index))}{' alone' if len(compiled) == 1 else ''}, MFU from "
+        f"{run_names(mfu)}; all on hosts whose bf16 GEMMs are {words} than their float32 ones"
+    )

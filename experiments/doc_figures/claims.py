@@ -5,6 +5,7 @@ another's."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from typing import Any
 
 from .data import reproduction
@@ -36,6 +37,14 @@ def claim_gaps(row: dict[str, Any]) -> tuple[float, list[float]]:
     """The first block's loss against the second's at the compared point, %: on the seed means, and per seed."""
     a, b = row["loss"].values()
     return 100 * (statistics.fmean(a) / statistics.fmean(b) - 1), [100 * (x / y - 1) for x, y in zip(a, b)]
+
+
+def matched(verdicts: Iterable[str], mark: str = "") -> str:
+    """How the prose says whether blocks are matched with their baseline, from their within-2% claims' verdicts:
+    "not matched" where every one did not hold, "matched" where every one held, else "NEITHER matched nor not";
+    `mark` around the word ("*" for emphasis)."""
+    found, word = set(verdicts), f"{mark}matched{mark}"
+    return f"not {word}" if found == {"did NOT hold"} else word if found == {"held"} else f"NEITHER {word} nor not"
 
 
 def way(gap: float) -> str:

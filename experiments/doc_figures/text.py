@@ -8,6 +8,28 @@ from typing import Any
 COUNTS = dict(enumerate(("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")))
 
 
+#: ordinals as the prose spells them
+ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+#: fractions as the prose spells them
+FRACTIONS = {1 / 2: "half", 1 / 3: "a third", 2 / 3: "two-thirds", 1 / 4: "a quarter", 3 / 4: "three quarters"}
+
+
+def fraction(x: float) -> str:
+    """A simple fraction in words (0.5 → "half"); one the prose has no word for is an error (reword the page)."""
+    for value, word in FRACTIONS.items():
+        if abs(x - value) < 1e-9:
+            return word
+    raise ValueError(f"no word for the fraction {x}: reword the page")
+
+
+def about_fraction(x: float, tolerance: float = 0.03) -> str:
+    """The simple fraction nearest `x` in words ("about a quarter"); none within `tolerance` is an error."""
+    value = min(FRACTIONS, key=lambda v: abs(v - x))
+    if abs(value - x) > tolerance:
+        raise ValueError(f"no simple fraction near {x}: reword the page")
+    return FRACTIONS[value]
+
+
 def num(x: float, digits: int = 3) -> str:
     """`x` with `digits` decimals, a negative one with the typographic minus the docs use."""
     return f"{x:.{digits}f}".replace("-", "−")

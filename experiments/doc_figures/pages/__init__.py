@@ -4,6 +4,8 @@ results: a module here, named in its family (or a new one) of `FAMILIES`."""
 
 from . import (
     architecture,
+    clients,
+    development,
     fine_tuning,
     inference,
     readme,
@@ -21,5 +23,7 @@ FAMILIES = {
     "reproduction": (reproduction, reproduction_authors, reproduction_depth),
     "training and fine-tuning": (training, fine_tuning),
     "architecture and config": (architecture,),
+    "clients": (clients,),
     "README": (readme,),
+    "development": (development,),
 }

@@ -21,6 +21,7 @@ from ..claims import (
     claim_gaps,
     family_steps,
     in_both,
+    matched,
     raptr_lead,
     training_hours,
     way,
@@ -194,9 +195,6 @@ def results() -> list[str]:
         f"and at Pre-LN's {lr_text(shared_lr)} both seeds of each lie above their best (SAS "
         f"{num(sas_sweep[shared_lr]['0'])} / {num(sas_sweep[shared_lr]['1'])} against "
         f"{num(sas_sweep[lrs['sas']]['0'])} / {num(sas_sweep[lrs['sas']]['1'])})",
-        f"(training loss {num(best['simplest']['train_loss_end'][0])} against "
-        f"{num(best['sas_p']['train_loss_end'][0])}, eval loss {num(best['simplest']['eval_loss@100%'][0])} "
-        f"against {num(best['sas_p']['eval_loss@100%'][0])})",
         f"median of {timing['rounds']} rounds (range): sas {num(speed['sas']['ratio_median'])} "
         f"({span([speed['sas']['ratio_low'], speed['sas']['ratio_high']])}), sas_p "
         f"{num(speed['sas_p']['ratio_median'])} ({span([speed['sas_p']['ratio_low'], speed['sas_p']['ratio_high']])}), "
@@ -213,8 +211,9 @@ def results() -> list[str]:
         f"fourth, against {span(cp['signal_propagation']['sas']['init'])} for SAS",
         f"{raptr_lead()} of the full model in every setting and seed",
         f"the lead shrinks to {num(raptr['same_schedule']['raptr_minus_full'][0])} in seed 0",
-        f"The two full-model seeds differ by {num(abs(raptr['equal_steps']['full_loss'][1] - raptr['equal_steps']['full_loss'][0]), 2)}",
-        f"the simplified blocks' best lr is {mlm_lr_ratio}× Pre-LN's",
+        f"The full-model seeds differ by {num(abs(raptr['equal_steps']['full_loss'][1] - raptr['equal_steps']['full_loss'][0]), 2)}",
+        f"the simplified blocks' best lr is {mlm_lr_ratio}× Pre-LN's, "
+        + ("not equal to it" if mlm_lr_ratio != "1" else "equal to it"),
         f"every run passes over it {common([num(r['epochs'], 2) for r in mlm['runs']])} times, and the final "
         f"MLM eval loss sits within {num(max(map(abs, mlm_gaps)), 2)} nats of the training loss at the end "
         f"({num(min(mlm_gaps), 2)} to {signed(max(mlm_gaps), 2)})",
@@ -308,17 +307,19 @@ def settings_and_parity() -> list[str]:
         f"{span(params['causal'], 2)}M parameters on the causal side",
         f"{span(params['masked'], 2)}M on the masked side",
         f"{mlm_steps} micro-batch steps on the masked side",
-        f"at d = 128 and {steps} steps unit-amplitude sinusoids",
         f"the sentences SST-2 was built from: {sentences} of them",
         f"One task and {tuned_seeds} seeds",
         f"Final eval loss after {steps} steps",
+        f"Final eval loss after {family_steps(reproduction('codeparrot-tiny-authors'))} steps",  # their config's table
         f"V-SkipInit behind Pre-LN per step ({in_both(cp, 'V-SkipInit behind Pre-LN')}: {_seed_ways(cp, 'V-SkipInit behind Pre-LN')})",
         f"slightly behind SAS-P per step ({in_both(cp, 'no norms (simplest) slightly')}: within "
         f"{max(map(abs, nearly)):.1f}% of SAS-P in every seed)",
         f"the verdicts are {common([verdict_word(claim(mlm, 'shared_lr', f'{b} within 2%')['verdict']) for b in ('SAS', 'SAS-P')])}, "
         f"with SAS and SAS-P {mlm_shared[0]}% and {mlm_shared[1]}% ahead",
         f"fine-tuning on MR is {common([verdict_word(c['verdict']) for c in mlm['finetune']['claims']])} (SAS and "
-        f"SAS-P end {span(behind, 1)} points below pre_ln in accuracy)",
+        f"SAS-P end {span(behind, 1)} points below pre_ln in accuracy), as pre-training did "
+        + ("not beat" if not mlm["finetune"]["pretraining_helped"]["on_every_seed"] else "beat")
+        + " the same architecture trained from scratch in accuracy",
         f"{mlm_steps} micro-batch steps, the batch ramped",
         f"Final MLM eval loss after {mlm_steps} steps",
         f"{mlm_steps} steps of masked-LM on Python's docstrings",
@@ -332,6 +333,23 @@ def settings_and_parity() -> list[str]:
         f"{authors_parity._sci(max(row['ours_vs_theirs_torch_adamw']['first_step_abs'] for row in exact.values()))} at the first "
         "step",
     ]
+
+
+def _swapped_order(table: dict[str, Any]) -> str:
+    """Whether the variants order alike by training loss at the end and by eval loss (seed 0), naming the pairs that
+    swap, the lower training loss first."""
+    train = {n: row["train_loss_end"][0] for n, row in table.items()}
+    evals = {n: row["eval_loss@100%"][0] for n, row in table.items()}
+    names = sorted(train, key=train.get)
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if evals[a] > evals[b]]
+    if not pairs:
+        return "The blocks order the same way by training loss at the end as by eval loss"
+    swaps = "; ".join(f"{a} and {b}" for a, b in pairs)
+    return (
+        "The blocks order the same way by training loss at the end as by eval loss, except "
+        f"{swaps}, which swap (training loss {num(train[pairs[0][0]])} against {num(train[pairs[0][1]])}, eval loss "
+        f"{num(evals[pairs[0][0]])} against {num(evals[pairs[0][1]])})"
+    )
 
 
 def _every_seed_way(result: dict[str, Any], names: list[str], settings: tuple[str, ...] = SETTINGS) -> str:
@@ -358,11 +376,25 @@ def directions() -> list[str]:
     tuned = mlm["finetune"]["table"]
     pretrained = [v for n, row in tuned.items() if n != "pre_ln_from_scratch" for v in row["eval_loss_per_seed"]]
     lowered = max(pretrained) < min(tuned["pre_ln_from_scratch"]["eval_loss_per_seed"])
+    variants = cp["timing"]["variants"].values()
+    # the blocks whose medians the paragraph prints: each one's spread over rounds against their medians' range
+    printed = [cp["timing"]["variants"][n] for n in ("pre_ln", "sas", "sas_p", "simplest", "parallel", "normformer")]
+    medians = [v["speed_vs_pre_ln"]["ratio_median"] for v in printed]
+    wider = "wider" if min(v["spread"] for v in printed) > max(medians) - min(medians) else "NOT wider"
+    mlm_within = [f"{b} within 2%" for b in ("SAS", "SAS-P")]
     return [
+        f"the per-variant spread over rounds is {span([100 * v['spread'] for v in variants], 0)}%, {wider} than the "
+        "differences between these medians",
+        f"on the causal side the spread over rounds is {wider} than the blocks' differences",
+        f"{COUNTS[len(mlm['lr_sweep'])].capitalize()} variants: Pre-LN, parallel, SAS and SAS-P",
+        f"at their own best lrs the simplified blocks are {_every_seed_way(mlm, mlm_within, ('best_lr',))} of Pre-LN "
+        "rather than matched with it",
         f"they are {_every_seed_way(cp, within)} of it in both seeds, by {best[0]}% and {best[1]}% on the seed means",
         f"the simplified blocks are {_every_seed_way(mlm, [f'{b} within 2%' for b in ('SAS', 'SAS-P')], ('best_lr',))} "
         f"at their own best lrs too (SAS {mlm_best[0]}%, SAS-P {mlm_best[1]}%",
-        f"they are {_every_seed_way(cp, within)} of it in every seed, by",
+        f"So, in these presets at this scale: the simplified blocks are {matched((claim(cp, 'best_lr', n)['verdict'] for n in within), '*')} with "
+        f"Pre-LN per step, they are {_every_seed_way(cp, within)} of it in every seed, by",
+        _swapped_order(cp["settings"]["best_lr"]["table"]),
         f"within {steps} steps, {'more' if more else 'NOT more'} than the two codes' float32 rounding in every "
         "simplified block",
         f"It did {'lower' if lowered else 'NOT lower'} the loss: every pretrained run ends",

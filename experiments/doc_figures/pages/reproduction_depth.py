@@ -9,7 +9,7 @@ from typing import Any
 from experiments.reproduce import depth as depth_family
 from modeling_simplified.training.presets import load_preset
 
-from ..claims import claim_gaps
+from ..claims import claim_gaps, matched
 from ..data import DEPTH, reproduction
 from ..registry import block, facts, table
 from ..text import common, lr_text, num, pct, signed, span, verdict_word
@@ -213,6 +213,9 @@ def results() -> list[str]:
         f"({span([-g for _, seeds in ahead for g in seeds], 1)}% per seed) at both depths, so within 2% "
         f"{common([verdict_word(c['verdict']) for c in match])} at either depth",
         f"every variant's chosen lr is {span(ratio, 0)}× lower at {deep} blocks than at {shallow}",
+        f"they are {matched(c['verdict'] for c in match)} with Pre-LN per step but "
+        + ("ahead of" if all(g < 0 for _, seeds in ahead for g in seeds) else "NOT ahead of")
+        + " it",
         f"The seeds differ {'more' if wider else 'not always more'} at {deep} blocks than at {shallow}"
         + ": seed 1 ends above seed 0 for every block there" * seed_1_above,
         f"Pre-LN's mean cosine similarity after the last block is {num(pre_ln[shallow]['token_cosine'][-1])} at "
@@ -292,3 +295,11 @@ def speed() -> list[str]:
         f"`torch.compile` {ratios('compiled / eager', shallow)}× and {ratios('compiled / eager', deep)}× eager, "
         f"after {span(compile_s, 0)} s of compiling",
     ]
+
+
+@facts("CHANGELOG.md")
+def control_in_changelog() -> list[str]:
+    """The CHANGELOG's word on the depth family's shape: the Pre-LN control gained from depth in every seed."""
+    change = _depth_claim(reproduction(DEPTH), "pre_ln better at")["change_pct"]
+    gained = "gained" if all(g < 0 for g in change) else "did NOT gain"
+    return [f"the Pre-LN control {gained} from depth in {'both' if len(change) == 2 else 'NOT both'} seeds"]

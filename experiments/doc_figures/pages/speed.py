@@ -4,6 +4,7 @@ targets), the protocol and host, and what limits the ratios."""
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +29,11 @@ from ..benchruns import (
 )
 from ..data import run
 from ..registry import block, facts, table
-from ..text import COUNTS, common, num, run_label, run_numbers, span
+from ..text import COUNTS, about_fraction, common, num, run_label, run_numbers, span
 
 PAGE = "docs/speed.md"
+#: the one-row product's run (`python -m benchmarks.gemv`)
+GEMV = "gemv"
 
 #: (label, section, model, base, the bound's key in the model's row or None for 1.000)
 TRAIN_ROWS = (
@@ -167,7 +170,7 @@ def results() -> list[str]:
     loss = {m: [r["loss"][m] for r in current] for m in ("pre_ln", "sas_p")}
     step = {m: [r["step_memory"][m]["peak_growth_MiB"] for r in current] for m in ("gpt2", "pre_ln", "sas_p")}
     long = [r["memory"]["2048"] for r in current]
-    gemv = {(row["out"], row["in"]): row for row in run("gemv")["rows"]}
+    gemv = {(row["out"], row["in"]): row for row in run(GEMV)["rows"]}
     rate = {
         name: gemv[shape]["linear_GBps"] / gemv[shape]["f_linear_GBps"]
         for name, shape in (
@@ -225,6 +228,7 @@ def results() -> list[str]:
         f"{span([r['generate']['batch_8']['gpt2']['tokens_per_s'] for r in every], 1)} at batch 8)",
         f"streams the weights at {span([r['linear_GBps'] for r in gemv.values()], 0)} GB/s where the "
         f"matrix-vector product `F.linear` takes gets {span([r['f_linear_GBps'] for r in gemv.values()], 0)}",
+        f"(`python -m benchmarks.gemv`, [`{GEMV}.md`](benchmark/{GEMV}.md): "
         f"{num(rate['QKV'], 1)}× for the QKV matrix, {num(rate['MLP-in'], 1)}× for MLP-in, "
         f"{num(rate['head'], 1)}× for the tied head, {num(rate['MLP-out'], 1)}× for MLP-out",
         f"sas_p's ratio sits at {span(decode8, 2)}× its bound by the runs' medians",
@@ -303,4 +307,62 @@ def protocol() -> list[str]:
         f"Runs {run_numbers(CURRENT_RUNS)} (full), and {COUNTS[len(DECODE_RUNS)]} runs of `make bench",
         f"Every counted target {'is met' if every_met else 'is NOT met'} by the pooled median of "
         f"{COUNTS[len(CURRENT_RUNS)]} full runs ({COUNTS[len(every)]} for decoding and scoring)",
+    ]
+
+
+#: the run whose profiles and `mfu` section the page reads for what limits the ratios
+PROFILE_RUN = "run12"
+
+
+@facts(PAGE)
+def words() -> list[str]:
+    """The runs the prose names (commands, pools, hosts) and its words: fractions of a step, which way the anchors'
+    ratios moved, where the runs stand against the bounds and the thresholds."""
+    current = list(runs(CURRENT_RUNS).values())
+    shares = [r["mfu"][m]["gemm_time_share"] for r in current for m in ("gpt2", "pre_ln", "sas_p")]
+    here = {t: by_run(t) for t in (GPT2_TRAIN, LLAMA_TRAIN)}
+    there = {t: by_run(t, FAST_HOST_RUNS) for t in (GPT2_TRAIN, LLAMA_TRAIN)}
+    less = "less" if all(max(here[t]) < min(there[t]) for t in here) else "NOT less"
+    fast_peak = targets.FAST_HOST_GFLOPS
+    none = "none" if max(peaks(CURRENT_RUNS)) < fast_peak else "NOT none"
+    faster = "faster" if min(peaks(FAST_HOST_RUNS)) > max(peaks(CURRENT_RUNS)) else "NOT faster"
+    threshold = SAS_P_TRAIN.fraction * current[0]["train"]["sas_p"]["flop_bound_vs_pre_ln"]
+    alone = any(x < 1.0 for x in by_run(LLAMA_TRAIN)) or any(x < threshold for x in by_run(SAS_P_TRAIN))
+    decode = {m: pooled(target(f"generate batch 1: {m}"))["pooled"]["ratio"] for m in ("sas_p", "pre_ln")}
+    byte_bound = current[0]["generate"]["batch_1"]["sas_p"]["weight_bound_vs_gpt2"]
+    above = "Above" if decode["pre_ln"] > 1 and decode["sas_p"] > byte_bound else "NOT above"
+
+    def other_work(name: str) -> str:
+        row = run(name)["mfu"]["pre_ln"]
+        return about_fraction(1 - row["gemm_time_alone_s"] / row["step_median_s"])
+
+    (overlapped,) = [
+        n for n, r in zip(CURRENT_RUNS, current) if max(r["meta"]["load_average_at_end"]) > r["meta"]["torch_threads"]
+    ]
+    files = " ".join(f"docs/benchmark/{n}.json" for n in (*CURRENT_RUNS, *DECODE_RUNS))
+    return [
+        f'`make bench BENCH_ARGS="--json docs/benchmark/{CURRENT_RUNS[0]}.json"` (and '
+        + ", ".join(f"`{n}`" for n in CURRENT_RUNS[1:])
+        + ";",
+        f'`make bench BENCH_ARGS="--sections generate,score --json docs/benchmark/{DECODE_RUNS[0]}.json"` (and '
+        + ", ".join(f"`{n}`" for n in DECODE_RUNS[1:])
+        + ")",
+        f"`python -m benchmarks.targets {files}` (the runs of the current model code) pools every round's ratio of "
+        "every run into one median",
+        f"{run_label(overlapped).capitalize()}'s `train` section overlapped a low-priority",
+        f"runs {run_numbers(FAST_HOST_RUNS)} timed the same training arithmetic and give sas_p / pre_ln",
+        f"on these hosts about {about_fraction(statistics.median(shares), 0.05)} of a step is matmul at the peak rate, "
+        f"so what our blocks save outside the GEMMs moves the anchors' ratios {less} than on runs "
+        f"{run_numbers(FAST_HOST_RUNS)}'s host",
+        f"ranges over runs {run_numbers(CURRENT_RUNS)}",
+        f"and {none} of these runs had one",
+        f"Runs {run_numbers(FAST_HOST_RUNS)} (earlier code, the {faster} host)",
+        f"{'Not every' if alone else 'Every'} run meets each alone",
+        f"{above} the bound at batch 1: the bound assumes both models read their weights equally fast, and they do not",
+        f"on run 14's host ({other_work('run14')} of it other work)",
+        f"on {run_label(PROFILE_RUN)}'s ({other_work(PROFILE_RUN)})",
+        f"In {run_label(PROFILE_RUN)}'s profiles (`{PROFILE_RUN}.md`, self CPU time of one step)",
+        f"pre_ln {num(run(PROFILE_RUN)['mfu']['pre_ln']['step_median_s'] - run(PROFILE_RUN)['mfu']['pre_ln']['gemm_time_alone_s'], 2)} s "
+        f"({PROFILE_RUN}.json, `mfu`)",
+        f"GB/s (`{GEMV}.md`)",
     ]

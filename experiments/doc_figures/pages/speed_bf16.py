@@ -8,9 +8,11 @@ from benchmarks.common import DTYPES
 
 from ..benchruns import (
     BF16_CURRENT_RUNS,
+    BF16_EARLIER_RECIPE,
     BF16_RUNS,
     BF16_TARGET_RUNS,
     bf16_pooled,
+    current_recipe_runs,
     ratio,
     ratio_cell,
     runs,
@@ -18,9 +20,11 @@ from ..benchruns import (
 )
 from ..data import run
 from ..registry import block, facts, table
-from ..text import common, num, run_label, span
+from ..text import COUNTS, common, num, run_label, span
 
 PAGE = "docs/speed.md"
+#: the bf16 one-row product's run (`python -m benchmarks.gemv --dtype bf16`)
+GEMV_BF16 = "gemv_bf16"
 
 
 @block("speed-bf16")
@@ -147,7 +151,7 @@ def first_host() -> list[str]:
         if k in ("train", "generate_batch_1")
     }
     mfu = r["mfu"]["pre_ln"]
-    rows = run("gemv_bf16")["rows"]
+    rows = run(GEMV_BF16)["rows"]
     gemv = {"bf16": [row["linear_GBps"] for row in rows], "float32": [row["float32_linear_GBps"] for row in rows]}
     sas_p = run("bf16_centring_before_after")["cases"]["train sas_p 8x128"]
     return [
@@ -160,7 +164,8 @@ def first_host() -> list[str]:
         f"Decoding with bf16 weights gains {num(speedup['generate_batch_1']['pre_ln'])}× and "
         f"{num(speedup['generate_batch_1']['sas_p'])}× (pre_ln, sas_p; batch 1)",
         f"streams bf16 weights at {span(gemv['bf16'], 1)} GB/s where the float32 rule streams float32 ones at "
-        f"{span(gemv['float32'], 1)}",
+        f"{span(gemv['float32'], 1)} in the same run (`python -m benchmarks.gemv --dtype bf16`, "
+        f"[`{GEMV_BF16}.md`](benchmark/{GEMV_BF16}.md))",
         f"sas_p's bf16 step is {num(sas_p['ratio_median'])}× faster against the code of that run",
     ]
 
@@ -186,14 +191,115 @@ def limits() -> list[str]:
         weights = r["generate_compiled"]["batch_1"][m]["gemm_weights"]
         tokens_per_s = r["precision"]["generate_batch_1_compiled"][m]["tokens_per_s"]
         rates[m] = {d: weights * dtype.itemsize * tokens_per_s[d] / 1e9 for d, dtype in DTYPES.items()}
-    cell = lambda p: f"{num(p['ratio'])} ({num(p['share_of_bound'])} of the bound)"  # noqa: E731
     return [
-        f"eager, sas_p / pre_ln pools to {cell(pooled['bf16 training: sas_p /'])} and sas / pre_ln to "
-        f"{cell(pooled['bf16 training: sas /'])}; compiled, {cell(pooled['bf16 training, compiled: sas_p /'])} "
-        f"and {cell(pooled['bf16 training, compiled: sas /'])}",
+        verdicts(),
         f"bf16 / float32 weights pool to {num(pooled['bf16 generate batch 1, compiled: pre_ln bf16']['ratio'])} (pre_ln) "
         f"and {num(pooled['bf16 generate batch 1, compiled: sas_p bf16']['ratio'])} (sas_p)",
         f"reads sas_p's bf16 weights at {num(rates['sas_p']['bf16'], 1)} GB/s and its float32 weights at "
         f"{num(rates['sas_p']['float32'], 1)} GB/s (pre_ln: {num(rates['pre_ln']['bf16'], 1)} and "
         f"{num(rates['pre_ln']['float32'], 1)})",
+    ]
+
+
+#: the bf16 targets as the limits' verdict sentence names them, in its order: (phrase, the labels' starts)
+VERDICT_GROUPS = (
+    ("the bf16 step against the ratio of the peaks", ("bf16 training step: pre_ln", "bf16 training step: sas_p")),
+    ("MFU (against the bf16 GEMM peak)", ("MFU",)),
+    ("both anchors", ("bf16 training: our pre_ln", "bf16 training: `pre_ln_llama`")),
+    (
+        "eager bf16 decoding against float32",
+        ("bf16 generate batch 1, eager: pre_ln", "bf16 generate batch 1, eager: sas_p"),
+    ),
+    (
+        "sas_p against GPT-2 at both batch sizes, eager and compiled",
+        (
+            "bf16 generate batch 1: sas_p / GPT-2",
+            "bf16 generate batch 8: sas_p / GPT-2",
+            "bf16 generate batch 1, compiled: sas_p / GPT-2",
+            "bf16 generate batch 8, compiled: sas_p / GPT-2",
+        ),
+    ),
+    ("eager sas_p / pre_ln", ("bf16 training: sas_p /",)),
+    ("eager sas / pre_ln", ("bf16 training: sas /",)),
+    ("compiled sas_p / pre_ln", ("bf16 training, compiled: sas_p /",)),
+    ("compiled sas / pre_ln", ("bf16 training, compiled: sas /",)),
+    (
+        "compiled decoding against float32 weights",
+        ("bf16 generate batch 1, compiled: pre_ln bf16", "bf16 generate batch 1, compiled: sas_p bf16"),
+    ),
+)
+
+
+def _met(label: str) -> tuple[bool, dict | None]:
+    """Whether the pooled figure of the bf16 target `label` (or the pooled MFU) meets it, and the figure."""
+    if label == "MFU":
+        pooled_mfu = targets.pooled_bf16_mfu(runs(BF16_CURRENT_RUNS))
+        return all(p["met"] for m, p in pooled_mfu.items() if m != "gpt2"), None
+    p = bf16_pooled(target(label, targets.BF16_TARGETS))["pooled"]
+    return bool(p["met"]), p
+
+
+def verdicts() -> str:
+    """The limits' verdict sentence, rendered from the table's `met` flags: each group of targets under "Met" or
+    "Missed", a single training ratio with its pooled figure and its share of the bound. A group whose targets
+    differ is an error (split the group)."""
+    lists: dict[bool, list[str]] = {True: [], False: []}
+    for phrase, labels in VERDICT_GROUPS:
+        found = [_met(label) for label in labels]
+        (met,) = {m for m, _ in found}
+        figure = found[0][1] if len(found) == 1 and found[0][1] and "training" in labels[0] else None
+        lists[met].append(
+            phrase + (f" ({num(figure['ratio'])}, {num(figure['share_of_bound'])} of the bound)" if figure else "")
+        )
+    return ". ".join(
+        f"{word}: {'; '.join(lists[met])}" for word, met in (("Met", True), ("Missed", False)) if lists[met]
+    )
+
+
+@facts(PAGE)
+def bf16_runs_named() -> list[str]:
+    """The bf16 runs the prose names (the targets' command, the pools, the hosts) and its words on them."""
+    first = run("bf16precision1")
+    peaks = first["meta"]["gemm_peak_gflops"]
+    train = first["precision"]["train"]["pre_ln"]["bf16_vs_float32"]["ratio_median"]
+    (host,) = BF16_RUNS
+    recipe = current_recipe_runs()
+    pooled_runs = [n for n in BF16_TARGET_RUNS if n not in BF16_CURRENT_RUNS]
+    r = run(host)
+    speed = ratio(r["train"], "sas_p", "pre_ln")["median"]
+    bound = r["train"]["sas_p"]["flop_bound_vs_pre_ln"]
+    slower_hosts = all(
+        run(n)["meta"]["gemm_peak_gflops"]["bf16"] < run(n)["meta"]["gemm_peak_gflops"]["float32"]
+        for n in BF16_CURRENT_RUNS
+    )
+
+    def names(found: list[str] | tuple[str, ...]) -> str:
+        found = [f"`{n}`" for n in found]
+        return found[0] if len(found) == 1 else ", ".join(found[:-1]) + " and " + found[-1]
+
+    return [
+        f"so bf16 trains {'slower' if train < 1 else 'NOT slower'} there, as its peaks "
+        + ("predict" if (train < 1) == (peaks["bf16"] < peaks["float32"]) else "do NOT predict"),
+        "`python -m benchmarks.targets --dtype bf16 "
+        + " ".join(f"docs/benchmark/{n}.json" for n in BF16_TARGET_RUNS)
+        + "`",
+        f"the pooled columns pool the current code's runs (all but {names(pooled_runs)})",
+        f"the compiled-decoding rows pool only the runs of the current recipe ({names(recipe)}: "
+        f"{COUNTS[len(recipe)]} run{'s' if len(recipe) != 1 else ''}), since {names(BF16_EARLIER_RECIPE)} timed "
+        "earlier ones",
+        f"**bf16 on `{host}`'s host.**",
+        *(f"run `{n}` (`{run(n)['meta']['command']}`" for n in ("bf16decode1", "bf16run5")),
+        f"whose forward and backward cost {'more' if speed < 1 else 'NOT more'} than its "
+        f"{'fewer' if bound > 1 else 'NOT fewer'} matmul FLOPs saved",
+        f"{names(recipe)} measured it on a host whose bf16 GEMM peak is "
+        + (
+            "below"
+            if all(
+                run(n)["meta"]["gemm_peak_gflops"]["bf16"] < run(n)["meta"]["gemm_peak_gflops"]["float32"]
+                for n in recipe
+            )
+            else "NOT below"
+        )
+        + " its float32 one",
+        f"(pooled, the table above; bf16 GEMMs {'slower' if slower_hosts else 'NOT slower'} than float32 ones there)",
     ]

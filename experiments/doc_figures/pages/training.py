@@ -16,6 +16,8 @@ PAGE = "docs/training.md"
 SDPA_FORWARD = "aten::_scaled_dot_product_flash_attention_for_cpu"
 #: the fidelity runs' criteria as the table names them
 CRITERIA = {"end_train_loss": "training loss, last 10%", "final_eval_loss": "eval loss, last step"}
+#: the relative difference below which two per-call kernel times read as "the same"
+SAME_PER_CALL = 0.02
 
 
 def _fidelity() -> dict[str, Any]:
@@ -175,6 +177,11 @@ def bf16_profile() -> list[str]:
     pre_ln, sas_p = eager["pre_ln"], eager["sas_p"]
     forward = {m: eager[m]["ops"][SDPA_FORWARD] for m in ("pre_ln", "sas_p")}
     zero_query = forward["sas_p"]["self_ms"] - forward["pre_ln"]["self_ms"]
+    # ms per kernel call: the zero-query calls' (sas_p's extra ones) and pre_ln's real ones
+    per_call = {
+        "zero_query": zero_query / (forward["sas_p"]["calls"] - forward["pre_ln"]["calls"]),
+        "real": forward["pre_ln"]["self_ms"] / forward["pre_ln"]["calls"],
+    }
     gemm = {mode: {m: p["categories_ms"]["gemm"] for m, p in profiles[mode].items()} for mode in profiles}
     rest = {
         mode: {m: p["categories_ms"]["rest"] - profiles[mode]["pre_ln"]["categories_ms"]["rest"] for m, p in ps.items()}
@@ -185,7 +192,9 @@ def bf16_profile() -> list[str]:
         f"sas_p's attention kernel ran forward {forward['sas_p']['calls']} times in {num(forward['sas_p']['self_ms'], 1)}"
         f" ms against pre_ln's {forward['pre_ln']['calls']} in {num(forward['pre_ln']['self_ms'], 1)} ms",
         f"the zero-query call costs {num(zero_query, 1)} ms, {num(100 * zero_query / sas_p['total_self_ms'], 1)}% "
-        f"of sas_p's {sas_p['total_self_ms']:.0f} ms",
+        f"of sas_p's {sas_p['total_self_ms']:.0f} ms, "
+        + ("the same" if abs(per_call["zero_query"] / per_call["real"] - 1) < SAME_PER_CALL else "NOT the same")
+        + f" per call as the real one (within {SAME_PER_CALL:.0%})",
         f"GEMMs take {pre_ln['categories_ms']['gemm']:.0f} ms in pre_ln and {gemm['eager']['sas_p']:.0f} ms in sas_p "
         f"({num(gemm['eager']['pre_ln'] / gemm['eager']['sas_p'])}; {gemm['eager']['sas']:.0f} ms in sas, "
         f"{num(gemm['eager']['pre_ln'] / gemm['eager']['sas'])}) eager, "
@@ -234,4 +243,40 @@ def demo_resume_offline_packing() -> list[str]:
         f"{span([p['pre_ln']['packed_over_padded']['ratio_median'] for p in packing], 2)}× for pre_ln, "
         f"{span([p['sas_p']['packed_over_padded']['ratio_median'] for p in packing], 2)}× for sas_p",
         f"the padded batch wastes {100 * (1 - packing[-1]['tokens'] / packing[-1]['padded_tokens']):.0f}% of its tokens",
+        "which of these makes sas_p's gain the "
+        + (
+            "smaller"
+            if all(
+                p["sas_p"]["packed_over_padded"]["ratio_median"] < p["pre_ln"]["packed_over_padded"]["ratio_median"]
+                for p in packing
+            )
+            else "NOT smaller"
+        ),
+    ]
+
+
+@facts(PAGE)
+def bf16_words() -> list[str]:
+    """The bf16 section's words: the crossover benchmark's protocol and verdict, `bf16run1`'s host, the fidelity
+    rerun and the seeds per point."""
+    crossover = run("bf16_crossover")
+    first = run("bf16run1")
+    faster = first["precision"]["train"]["pre_ln"]["bf16_vs_float32"]["ratio_median"] > 1
+    fidelity = reproduction("bf16-fidelity")
+    rerun = fidelity["float32_vs_committed"]
+    (again,) = rerun
+    peaks = run("bf16profile1")["meta"]["gemm_peak_gflops"]
+    block, seed = again.split(" seed ")
+    return [
+        f"**bf16 on a CPU: {'slower' if crossover['bf16_slower_up_to_hidden_size'] else 'NOT slower'} at small widths.**",
+        f"{COUNTS[crossover['meta']['rounds']]} rounds after {COUNTS[crossover['meta']['warmup']]} warm-up",
+        f"`bf16run1`, vocab {first['meta']['shape']['vocab']}, {COUNTS[first['meta']['torch_threads']]} threads, "
+        f"trained {'faster' if faster else 'NOT faster'} in bf16 on its host",
+        f"{COUNTS[len(rerun)]} float32 run was trained again there: {block}, seed {seed}, which "
+        + ("reproduced" if rerun[again] == "equal" else "did NOT reproduce")
+        + f" its committed record's every logged loss. That {'shows' if rerun[again] == 'equal' else 'does NOT show'} "
+        f"{block}'s float32 training unchanged between the two commits. It does not show it for",
+        f"{COUNTS[len(fidelity['seeds'])]} seeds per point",
+        f"a quiet Intel host whose bf16 GEMMs are {'slower' if peaks['bf16'] < peaks['float32'] else 'faster'} than "
+        "its float32 ones",
     ]

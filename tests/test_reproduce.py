@@ -456,7 +456,7 @@ def test_finetune_verdicts_are_per_seed_significance_and_need_pretraining_to_hel
     result = verdicts((0.805, 0.695), (0.75, 0.65), control=(0.79, 0.69))  # pre-training did not help
     assert not result["pretraining_helped"]["on_every_seed"]
     assert {c["verdict"] for c in result["claims"]} == {
-        "inconclusive (pre-training did not beat the control on every seed)"
+        "untestable here (pre-training did not beat the control on every seed)"
     }
 
 

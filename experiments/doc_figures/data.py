@@ -29,9 +29,20 @@ def run(name: str) -> dict[str, Any]:
     return json.loads((BENCHMARK / f"{name}.json").read_text())
 
 
-def glue_tiny() -> dict[str, Any]:
-    """`python -m experiments.glue_tiny`'s table of the tiny crammed BERTs."""
-    return reproduction("crammed-bert-tiny-glue", "glue.json")
+#: `python -m experiments.glue_tiny`'s output folder: the default setting's glue.json, each other setting's in a folder
+GLUE_TINY = "crammed-bert-tiny-glue"
+
+
+def glue_tiny(setting: str = "") -> dict[str, Any]:
+    """`python -m experiments.glue_tiny`'s table of the tiny crammed BERTs: the default setting's, or another's (the
+    name of its folder)."""
+    return reproduction(f"{GLUE_TINY}/{setting}".rstrip("/"), "glue.json")
+
+
+def glue_tiny_settings() -> list[str]:
+    """Every setting `python -m experiments.glue_tiny` has a committed glue.json of: the default ("") first."""
+    folder = REPRODUCTION / GLUE_TINY
+    return [""] + sorted(p.parent.name for p in folder.glob("*/glue.json"))
 
 
 def clear_cache() -> None:

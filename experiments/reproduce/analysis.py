@@ -491,9 +491,9 @@ def finetune_comparison(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per fine-tuned variant (and pre_ln from scratch, the control): final validation accuracy per seed, mean and
     sample std; whether pretraining beat the control on every seed; and Table 1's claim for SAS and SAS-P against
     Pre-LN, seed by seed (same seed, same validation sentences): **held** when no seed's difference is significant
-    (beyond `Z` standard errors), **did NOT hold** when every seed's is, on the same side, else inconclusive; also
-    inconclusive with one seed or when pretraining did not beat the control on every seed (a match is then
-    meaningless)."""
+    (beyond `Z` standard errors), **did NOT hold** when every seed's is, on the same side, else inconclusive (also
+    with one seed); **untestable here** when pretraining did not beat the control on every seed (a match would then
+    measure how each initialisation adapts, not what pre-training taught)."""
     rows: dict[str, dict[int, dict[str, Any]]] = {}
     for record in records:
         name = record["block"] if record["finetune"]["setting"] == "pretrained" else "pre_ln_from_scratch"
@@ -537,7 +537,7 @@ def finetune_comparison(records: list[dict[str, Any]]) -> dict[str, Any]:
         if len(seeds) < 2:
             verdict = "inconclusive (1 seed)"
         elif not (helped and helped["on_every_seed"]):
-            verdict = "inconclusive (pre-training did not beat the control on every seed)"
+            verdict = "untestable here (pre-training did not beat the control on every seed)"
         elif not any(significant):
             verdict = "held"
         elif all(significant) and len({d > 0 for d in diff}) == 1:

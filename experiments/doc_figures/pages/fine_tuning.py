@@ -1,4 +1,5 @@
-"""docs/fine_tuning.md's GLUE-like table of the tiny crammed BERTs (`python -m experiments.glue_tiny`'s glue.json),
+"""docs/fine_tuning.md's GLUE-like table of the tiny crammed BERTs and its control (`python -m experiments.glue_tiny`'s
+glue.json of each setting, `..glue_miniature`),
 and docs/raptr.md's RaPTr comparison (`docs/reproduction/codeparrot-tiny/results.json`, `raptr`)."""
 
 from __future__ import annotations
@@ -6,41 +7,31 @@ from __future__ import annotations
 from modeling_simplified.training.glue import render_table
 from modeling_simplified.training.raptr import parse_sizes
 
+from .. import glue_miniature
 from ..benchruns import CURRENT_RUNS
 from ..claims import raptr_lead
 from ..data import glue_tiny, reproduction, run
-from ..registry import facts
+from ..registry import block, facts
 from ..text import COUNTS, ORDINALS, common, fraction, lr_text, num, seeds_text, span
+
+
+@block("glue-tiny-control")
+def glue_control() -> str:
+    return glue_miniature.control_table()
+
+
+@block("glue-tiny-settings")
+def glue_settings() -> str:
+    return glue_miniature.settings_list()
 
 
 @facts("docs/fine_tuning.md")
 def glue() -> list[str]:
-    """The table, the seeds that finished and how the blocks stand on each task."""
-    rows = glue_tiny()["blocks"]
-    seeds = common([" ".join(sorted(task["seeds"], key=int)) for g in rows.values() for task in g["tasks"].values()])
-    accuracy = {
-        name: {t: task["summary"]["validation"]["accuracy"] for t, task in g["tasks"].items()}
-        for name, g in rows.items()
-    }
-    overlap = {  # each task: do all blocks' seed ranges share a point?
-        t: max(a[t]["min"] for a in accuracy.values()) <= min(a[t]["max"] for a in accuracy.values())
-        for t in next(iter(accuracy.values()))
-    }
-    mr = {name: a["mr"] for name, a in accuracy.items()}
-    lead = {name: 100 * (mr["Pre-LN"]["mean"] - mr[name]["mean"]) for name in ("SAS", "SAS-P")}
-    apart = all(mr["Pre-LN"]["min"] > mr[name]["max"] or mr["Pre-LN"]["max"] < mr[name]["min"] for name in lead)
-    side = {name: "ahead of" if d > 0 else "behind" for name, d in lead.items()}
-    then = "of" if side["SAS-P"] == "ahead of" else "behind"  # "ahead of SAS by 6.6 points and of SAS-P by 5.0"
-    return [
-        render_table(rows),
-        f"Fine-tuning seeds {seeds_text(seeds.split())} of each block finished",
-        f"On stdlib-topic the {COUNTS[len(rows)]} blocks' seed ranges "
-        f"{'overlap' if overlap['stdlib-topic'] else 'do NOT all overlap'}; on MR Pre-LN is {side['SAS']} SAS by "
-        f"{num(abs(lead['SAS']), 1)} points and {then} SAS-P by "
-        f"{num(abs(lead['SAS-P']), 1)}, with {'no' if apart else 'SOME'} overlap of the seed ranges: at this scale "
-        f"the miniature {'does not show' if apart else 'shows'} Table 1's match on MR",
-        f"on the {COUNTS[len(overlap)]} labelled tasks available offline",
-    ]
+    """The default setting's table (each block pretrained, then from scratch) and the miniature's statements, which
+    docs/reproduction.md makes too."""
+    default = glue_tiny()
+    rows = {**default["blocks"], **{f"{name} from scratch": g for name, g in default["controls"].items()}}
+    return [render_table(rows), *glue_miniature.statements()]
 
 
 @facts("docs/raptr.md")

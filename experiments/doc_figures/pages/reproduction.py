@@ -12,6 +12,7 @@ import numpy as np
 from experiments.authors_parity import results as authors_parity
 from experiments.reproduce.analysis import Z
 
+from .. import glue_miniature
 from ..claims import (
     CLAIM_LABELS,
     SETTINGS,
@@ -29,7 +30,7 @@ from ..claims import (
 )
 from ..data import AUTHORS, reproduction
 from ..registry import block, facts, table
-from ..text import COUNTS, common, lr_text, num, signed, span, verdict_word
+from ..text import COUNTS, common, lr_text, num, seeds_text, signed, span, verdict_word
 
 PAGE = "docs/reproduction.md"
 #: He & Hofmann's Table 1: micro-batch steps per 24 hours against Pre-LN's (2080Ti), a quoted constant
@@ -141,6 +142,10 @@ def raptr_table() -> str:
     return table(head, rows)
 
 
+#: the GLUE miniature's runs and verdicts, as docs/fine_tuning.md states them too
+facts(PAGE)(glue_miniature.statements)
+
+
 @block("reproduction-finetune")
 def finetune_table() -> str:
     rows = []
@@ -170,6 +175,7 @@ def results() -> list[str]:
     mlm_ahead = {s: [ahead_by(mlm, s, f"{b} within 2%")[0] for b in ("SAS", "SAS-P")] for s in SETTINGS}
     finetune = mlm["finetune"]
     helped = finetune["pretraining_helped"]
+    tuned_verdict = common([verdict_word(c["verdict"]) for c in finetune["claims"]])
     tuned = finetune["table"]
     pretrained_losses = [v for n, row in tuned.items() if n != "pre_ln_from_scratch" for v in row["eval_loss_per_seed"]]
     behind = [-d for c in finetune["claims"] for d in c["difference_per_seed"]]
@@ -221,6 +227,10 @@ def results() -> list[str]:
         f"lr they are {mlm_ahead['shared_lr'][0]}% and {mlm_ahead['shared_lr'][1]}% ahead and the verdicts are "
         + common([verdict_word(claim(mlm, "shared_lr", f"{b} within 2%")["verdict"]) for b in ("SAS", "SAS-P")]),
         f"the measured step speed against pre_ln (median of {mlm['timing']['rounds']} rounds, range)",
+        "each variant's pretrained runs of seeds "
+        + seeds_text([str(s) for s in common([tuple(row["seeds"]) for row in tuned.values()])])
+        + " at its best lr, each fine-tuned once with the same seed, and as the control pre_ln's architecture and "
+        "tokenizer from scratch with the same seeds",
         f"validation accuracy ({common([row['eval_examples'] for row in tuned.values()])} sentences, majority "
         f"class {common([row['majority_baseline'] for row in tuned.values()]):.0f}%)",
         "scratch ("
@@ -231,7 +241,7 @@ def results() -> list[str]:
         f"Pre-training did {'not ' if not helped['on_every_seed'] else ''}help accuracy",
         f"at an eval loss of {span(pretrained_losses, 2)}, the control at "
         f"{span(tuned['pre_ln_from_scratch']['eval_loss_per_seed'], 2)}",
-        f"is **{common([verdict_word(c['verdict']) for c in finetune['claims']])}** here for both: SAS and "
+        f"is **{tuned_verdict}**{'' if tuned_verdict.endswith(' here') else ' here'} for both: SAS and "
         f"SAS-P end {span(behind, 1)} points below pre_ln (significant on {COUNTS[significant]} of the four seed "
         "pairs)",
     ]

@@ -1,0 +1,109 @@
+"""The GLUE miniature (`python -m experiments.glue_tiny`) as docs/fine_tuning.md and docs/reproduction.md both state
+it, from the committed glue.json of every setting it ran: which pretrained run, how many fine-tuning seeds, the
+control, what pre-training adds on each task and Table 2's verdict. One place, so that both pages say the same thing
+about the same runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.glue_verdicts import BASELINE
+
+from .data import glue_tiny, glue_tiny_settings
+from .registry import table
+from .text import COUNTS, common, lr_text, seeds_text, signed, verdict_word
+
+
+def _points(values: list[float]) -> str:
+    return ", ".join(f"{100 * v:.1f}" for v in values)
+
+
+def _lr(glue: dict[str, Any], task: str) -> str:
+    """The lr a row fine-tuned `task` at: App. D.2's, or the one its sweep chose."""
+    lrs = glue["lrs"][task]
+    chosen = "–" if lrs["chosen"] is None else lr_text(lrs["chosen"])
+    return chosen if lrs["sweep_seed"] is None else f"{chosen} (swept)"
+
+
+def _gates() -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """(setting's folder, its glue.json, task, the task's gate) for every setting and task, the default first."""
+    return [
+        (name, glue_tiny(name), task, gate)
+        for name in glue_tiny_settings()
+        for task, gate in glue_tiny(name)["pretraining_counts"]["tasks"].items()
+    ]
+
+
+def control_table() -> str:
+    """What pre-training adds on each task in every setting tried: Pre-LN pretrained against from scratch, per seed."""
+    rows = []
+    for _, glue, task, gate in _gates():
+        row = gate["blocks"][BASELINE]
+        rows.append(
+            [
+                f"`{glue['setting']['name']}`",
+                task,
+                f"{_lr(glue['blocks'][BASELINE], task)} / {_lr(glue['controls'][BASELINE], task)}",
+                _points(row["pretrained"]),
+                _points(row["control"]),
+                "–" if row["gain"] is None else signed(100 * row["gain"], 1),
+                gate["verdict"].split(":")[0],
+            ]
+        )
+    head = [
+        "pre-training",
+        "task",
+        "fine-tuning lr (pretrained / from scratch)",
+        f"{BASELINE} pretrained, accuracy % per seed",
+        "from scratch, per seed",
+        "gain (points)",
+        "verdict",
+    ]
+    return table(head, rows)
+
+
+def settings_list() -> str:
+    """Each setting tried: its pre-training (steps, corpus with its size and licence), its fine-tuning lr and its
+    command."""
+    lines = []
+    for name in glue_tiny_settings():
+        glue = glue_tiny(name)
+        setting, pretraining = glue["setting"], glue["setting"]["pretraining"]
+        lr = "; ".join(setting["departures"]) or f"App. D.2's lr ({lr_text(setting['finetune_lrs'][0])}) for every task"
+        lines.append(
+            f"- `{setting['name']}`{' (the default)' if not name else ''}: {pretraining['steps']} masked-LM steps on "
+            f"{pretraining['corpus']}; {lr}. `{glue['command']}`"
+        )
+    return "\n".join(lines)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{COUNTS[n]} {noun}{'' if n == 1 else 's'}"
+
+
+def statements() -> list[str]:
+    """The sentences both pages state about the miniature's runs and verdicts."""
+    default = glue_tiny()
+    pretraining = default["setting"]["pretraining"]
+    seeds = common(
+        [" ".join(map(str, g["seeds"])) for g in (*default["blocks"].values(), *default["controls"].values())]
+    )
+    gates = _gates()
+    chance = common([g["blocks"][BASELINE]["chance"] for *_, g in gates])
+    sizes = common(
+        [(len(g["blocks"][BASELINE]["pretrained"]), len(g["blocks"][BASELINE]["control"])) for *_, g in gates]
+    )
+    passed = [(glue["setting"]["name"], task) for _, glue, task, gate in gates if gate["enters_claim"]]
+    verdicts = [verdict_word(glue_tiny(name)["table2"]["verdict"].split(":")[0]) for name in glue_tiny_settings()]
+    return [
+        f"{BASELINE}'s pretrained run (pre-training seed {pretraining['seed']}, {pretraining['steps']} masked-LM "
+        f"steps) and, as the control, the same architecture and tokenizer from a random initialisation, each "
+        f"fine-tuned with seeds {seeds_text(seeds.split())}",
+        f"on the {COUNTS[len(default['tasks'])]} labelled tasks available offline",
+        "only where pre-training beats its control beyond the seeds' spread: every fine-tuning seed of the pretrained "
+        f"run above every seed from scratch, an order that comes by chance 1 time in {round(1 / chance)} for "
+        f"{sizes[0]} seeds against {sizes[1]} were pre-training to add nothing",
+        f"Pre-training beat its control beyond the seeds' spread on {COUNTS[len(passed)]} of the "
+        f"{_plural(len(gates), 'task')} in the {_plural(len(glue_tiny_settings()), 'setting')} tried",
+        f"Table 2 in miniature is **{common(verdicts)}**" if not passed else f"Table 2 in miniature on {passed}",
+    ]

@@ -58,6 +58,7 @@ def test_host_record_is_the_one_record_of_where_a_measurement_ran(monkeypatch):
     assert record["commit"] is None or record["commit"] == common.commit()
 
 
+@pytest.mark.slow
 def test_train_process_times_its_own_steps_and_reports_its_model():
     """Each model trains in a process of its own; its steps are timed there and its build is reported, and a
     worker that cannot build its model raises the error in the parent instead of hanging the round-robin."""
@@ -327,6 +328,7 @@ def test_parallel_gemm_compares_equal_products_and_prints_each_ratio(capsys):
     ]
 
 
+@pytest.mark.slow
 def test_before_after_times_each_checkout_in_its_own_process(tmp_path, capsys):
     """`benchmarks.before_after` runs a case in two checkouts (here the same one twice), alternating, and writes the
     per-round ratios; each worker imports the checkout it runs in."""
@@ -397,6 +399,7 @@ def test_every_section_is_registered_with_run_table_and_its_device():
     )
 
 
+@pytest.mark.slow
 def test_a_quick_section_runs_end_to_end(tmp_path, capsys):
     """`python -m benchmarks.benchmark --quick` of a cheap section: its table printed, its JSON written with the
     run's meta (the precision, the CPU's flags and both GEMM peaks); an unknown section is refused with the allowed

@@ -192,6 +192,7 @@ def test_the_sweep_chooses_on_training_loss_and_grows_until_it_brackets():
     assert sweep["sas"]["points"][1]["train_loss_end"] == {"0": math.inf}
 
 
+@pytest.mark.slow
 def test_an_unbracketed_sweep_grows_in_the_command(tmp_path):
     """pre_ln from a grid of one tiny lr: the sweep adds both neighbours (×4 and ÷4), then grows past the best end
     until it brackets or has 4 lrs; every lr tried has its record; the shared lr is the choice."""
@@ -208,6 +209,7 @@ def test_an_unbracketed_sweep_grows_in_the_command(tmp_path):
     assert result["timing"] is None and "Not measured" in (out / "results.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_diverged_lr_is_the_worst_and_a_sweep_that_cannot_grow_stops(tmp_path):
     """lr 1e30 blows the tiny model up: its training loss at the end is +inf ("diverged"), never the choice. A factor
     so close to 1 that the next lr rounds onto the last adds nothing, and the sweep stops."""
@@ -586,6 +588,7 @@ def test_shaped_attention_keeps_tokens_apart_at_init_and_softmax_without_skips_c
     assert last["sas"] < 0.2 < 0.5 < last["sas_softmax"], last
 
 
+@pytest.mark.slow
 def test_raptr_against_the_full_model_with_either_schedule(tmp_path):
     """`--raptr`: pre_ln trained with RaPTr (the paper's stagewise lr schedule) for as many steps as the full model
     and for steps / expected relative FLOPs (2-3-4 on 4 layers: 0.75, so 80 for 60), and the full model with

@@ -25,6 +25,11 @@ def _lr(glue: dict[str, Any], task: str) -> str:
     return chosen if lrs["sweep_seed"] is None else f"{chosen} (swept)"
 
 
+def label(setting: str) -> str:
+    """A setting as the pages name it: its folder's name (the default setting's own name for the default)."""
+    return setting or glue_tiny()["setting"]["name"]
+
+
 def _gates() -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
     """(setting's folder, its glue.json, task, the task's gate) for every setting and task, the default first."""
     return [
@@ -37,11 +42,11 @@ def _gates() -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
 def control_table() -> str:
     """What pre-training adds on each task in every setting tried: Pre-LN pretrained against from scratch, per seed."""
     rows = []
-    for _, glue, task, gate in _gates():
+    for name, glue, task, gate in _gates():
         row = gate["blocks"][BASELINE]
         rows.append(
             [
-                f"`{glue['setting']['name']}`",
+                f"`{label(name)}`",
                 task,
                 f"{_lr(glue['blocks'][BASELINE], task)} / {_lr(glue['controls'][BASELINE], task)}",
                 _points(row["pretrained"]),
@@ -63,16 +68,20 @@ def control_table() -> str:
 
 
 def settings_list() -> str:
-    """Each setting tried: its pre-training (steps, corpus with its size and licence), its fine-tuning lr and its
-    command."""
+    """Each setting tried: its pre-training (steps, corpus with its size and licence), its fine-tuning lr, its
+    departures from the reproduction and App. D.2, and its command."""
     lines = []
     for name in glue_tiny_settings():
         glue = glue_tiny(name)
         setting, pretraining = glue["setting"], glue["setting"]["pretraining"]
-        lr = "; ".join(setting["departures"]) or f"App. D.2's lr ({lr_text(setting['finetune_lrs'][0])}) for every task"
+        lrs = setting["finetune_lrs"]
+        lr = f"App. D.2's lr ({lr_text(lrs[0])}) for every task" if len(lrs) == 1 else "an lr swept per task and row"
+        others = [d for d in setting["departures"] if pretraining["corpus"] not in d]  # the corpus is named already
         lines.append(
-            f"- `{setting['name']}`{' (the default)' if not name else ''}: {pretraining['steps']} masked-LM steps on "
-            f"{pretraining['corpus']}; {lr}. `{glue['command']}`"
+            f"- `{label(name)}`{' (the default)' if not name else ''}: {pretraining['steps']} masked-LM steps on "
+            f"{pretraining['corpus']}; fine-tuning at {lr}"
+            + (f"; departures: {'; '.join(others)}" if others else "")
+            + f". `{glue['command']}`"
         )
     return "\n".join(lines)
 
@@ -89,11 +98,10 @@ def statements() -> list[str]:
         [" ".join(map(str, g["seeds"])) for g in (*default["blocks"].values(), *default["controls"].values())]
     )
     gates = _gates()
-    chance = common([g["blocks"][BASELINE]["chance"] for *_, g in gates])
-    sizes = common(
-        [(len(g["blocks"][BASELINE]["pretrained"]), len(g["blocks"][BASELINE]["control"])) for *_, g in gates]
-    )
-    passed = [(glue["setting"]["name"], task) for _, glue, task, gate in gates if gate["enters_claim"]]
+    rule = [g["blocks"][BASELINE] for name, _, _, g in gates if not name]  # the default setting's, every task
+    chance = common([row["chance"] for row in rule])
+    sizes = common([(len(row["pretrained"]), len(row["control"])) for row in rule])
+    passed = [(label(name), task) for name, _, task, gate in gates if gate["enters_claim"]]
     verdicts = [verdict_word(glue_tiny(name)["table2"]["verdict"].split(":")[0]) for name in glue_tiny_settings()]
     return [
         f"{BASELINE}'s pretrained run (pre-training seed {pretraining['seed']}, {pretraining['steps']} masked-LM "

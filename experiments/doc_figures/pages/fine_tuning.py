@@ -20,6 +20,11 @@ def glue_control() -> str:
     return glue_miniature.control_table()
 
 
+@block("glue-tiny-table2")
+def glue_table2() -> str:
+    return glue_miniature.table2_table()
+
+
 @block("glue-tiny-settings")
 def glue_settings() -> str:
     return glue_miniature.settings_list()

@@ -591,10 +591,6 @@ def pretraining_line(blocks: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def _points(values: list[float]) -> str:
-    return ", ".join(f"{100 * v:.1f}" for v in values)
-
-
 def results_md(summary: dict[str, Any]) -> str:
     """The rows (pretrained and from scratch, with per-seed ranges), whether pre-training counts on each task, Table 2
     in miniature on the tasks where it does with the match tested, the paper's Table 2, and what differs."""
@@ -648,7 +644,7 @@ def results_md(summary: dict[str, Any]) -> str:
             lines += ["", "| block | Score, per seed | mean ± std |", "|---|---|---|"]
             for name, score in table["scores"].items():
                 mean = "–" if score["mean"] is None else f"{100 * score['mean']:.1f}±{100 * score['std']:.1f}"
-                lines.append(f"| {name} | {_points(list(score['per_seed'].values()))} | {mean} |")
+                lines.append(f"| {name} | {glue_verdicts.points(list(score['per_seed'].values()))} | {mean} |")
             lines.append("")
             lines += [f"- {name}: **{v['verdict']}**" for name, v in table["verdicts"].items()]
     lines += [

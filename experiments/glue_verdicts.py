@@ -41,7 +41,8 @@ TEST = (
 )
 
 
-def _points(values: Sequence[float]) -> str:
+def points(values: Sequence[float]) -> str:
+    """Accuracies (fractions) as the texts print them: points at one decimal, comma-separated."""
     return ", ".join(f"{100 * v:.1f}" for v in values)
 
 
@@ -72,7 +73,7 @@ def gate(rows: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> dict[st
     blocks = {name: pretraining_counts(p, c) for name, (p, c) in rows.items()}
     enters = BASELINE in blocks and all(b["counts"] for b in blocks.values())
     details = "; ".join(
-        f"{name} pretrained {_points(b['pretrained']) or '–'} against from scratch {_points(b['control']) or '–'}"
+        f"{name} pretrained {points(b['pretrained']) or '–'} against from scratch {points(b['control']) or '–'}"
         + (f" (gain {100 * b['gain']:+.1f} points, {b['why']})" if b["gain"] is not None else f" ({b['why']})")
         for name, b in blocks.items()
     )

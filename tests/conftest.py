@@ -67,7 +67,7 @@ import torch  # noqa: E402
 from hub_server import HubServer  # noqa: E402
 from olah_hub import OlahHub  # noqa: E402
 
-from modeling_simplified import BLOCK_TYPES, SimplifiedConfig  # noqa: E402
+from modeling_simplified import BLOCK_TYPES, SimplifiedConfig, SimplifiedForMaskedLM  # noqa: E402
 
 TINY = dict(
     vocab_size=97,
@@ -82,6 +82,23 @@ TINY = dict(
 def tiny_config(block_type: str = "pre_ln", **overrides) -> SimplifiedConfig:
     """A tiny config of the given block type (fields override TINY)."""
     return SimplifiedConfig(block_type=block_type, **{**TINY, **overrides})
+
+
+def save_masked_lm_run(folder: Path, tokenizer, block_type: str = "pre_ln") -> Path:
+    """A tiny masked-LM "pretrained run" in `folder` as fine-tuning reads one: config, random weights, `tokenizer`."""
+    config = SimplifiedConfig(
+        block_type=block_type,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        is_causal=False,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    SimplifiedForMaskedLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 @contextlib.contextmanager

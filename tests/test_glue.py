@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import save_masked_lm_run
 from olah_hub import GLUE_LAYOUT, GLUE_UNLABELLED, glue_repo, prose_documents
 
-from modeling_simplified import SimplifiedConfig, SimplifiedForMaskedLM
 from modeling_simplified.training.data import train_tokenizer
 from modeling_simplified.training.glue import (
     TABLE2_TASKS,
@@ -229,20 +229,8 @@ def simplified_glue(hub, home: Path, *args: str, timeout: float = 600) -> subpro
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory) -> Path:
     """A tiny masked-LM "pretrained run" (an export folder: config, weights, WordPiece tokenizer)."""
-    folder = tmp_path_factory.mktemp("pretrained")
     tokenizer = train_tokenizer("wordpiece", prose_documents(100), 300)
-    config = SimplifiedConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        is_causal=False,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    SimplifiedForMaskedLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_masked_lm_run(tmp_path_factory.mktemp("pretrained"), tokenizer)
 
 
 @pytest.mark.slow

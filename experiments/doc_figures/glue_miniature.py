@@ -7,15 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.glue_verdicts import BASELINE
+from experiments.glue_verdicts import BASELINE, points
 
 from .data import glue_tiny, glue_tiny_settings
 from .registry import table
 from .text import COUNTS, common, lr_text, seeds_text, signed, verdict_word
-
-
-def _points(values: list[float]) -> str:
-    return ", ".join(f"{100 * v:.1f}" for v in values)
 
 
 def _lr(glue: dict[str, Any], task: str) -> str:
@@ -49,8 +45,8 @@ def control_table() -> str:
                 f"`{label(name)}`",
                 task,
                 f"{_lr(glue['blocks'][BASELINE], task)} / {_lr(glue['controls'][BASELINE], task)}",
-                _points(row["pretrained"]),
-                _points(row["control"]),
+                points(row["pretrained"]),
+                points(row["control"]),
                 "–" if row["gain"] is None else signed(100 * row["gain"], 1),
                 gate["verdict"].split(":")[0],
             ]
@@ -103,7 +99,7 @@ def table2_table() -> str:
                     f"`{label(name)}`",
                     ", ".join(t2["tasks"]),
                     block,
-                    _points(list(score["per_seed"].values())),
+                    points(list(score["per_seed"].values())),
                     f"{100 * score['mean']:.1f}±{100 * score['std']:.1f}",
                     match,
                 ]
@@ -129,10 +125,6 @@ def _plural(n: int, noun: str) -> str:
     return f"{COUNTS[n]} {noun}{'' if n == 1 else 's'}"
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{COUNTS[n]} {noun}{'' if n == 1 else 's'}"
-
-
 def statements() -> list[str]:
     """The sentences both pages state about the miniature's runs and verdicts."""
     default = glue_tiny()
@@ -144,7 +136,10 @@ def statements() -> list[str]:
     rule = [g["blocks"][BASELINE] for name, _, _, g in gates if not name]  # the default setting's, every task
     chance = common([row["chance"] for row in rule])
     sizes = common([(len(row["pretrained"]), len(row["control"])) for row in rule])
-    passed = [(label(name), task) for name, _, task, gate in gates if gate["enters_claim"]]
+    passed: dict[str, list[str]] = {}  # each setting's folder → the tasks that passed their control there
+    for name, _, task, gate in gates:
+        if gate["enters_claim"]:
+            passed.setdefault(name, []).append(task)
     verdicts = [  # a setting where no task passed says why ("untestable here: ...")
         verdict_word(glue_tiny(name)["table2"].get("verdict", "").split(":")[0]) for name in glue_tiny_settings()
     ]
@@ -156,16 +151,10 @@ def statements() -> list[str]:
         "only where pre-training beats its control beyond the seeds' spread: every fine-tuning seed of the pretrained "
         f"run above every seed from scratch, an order that comes by chance 1 time in {round(1 / chance)} for "
         f"{sizes[0]} seeds against {sizes[1]} were pre-training to add nothing",
-        f"Pre-training beat its control beyond the seeds' spread on {COUNTS[len(passed)]} of the "
-        f"{_plural(len(gates), 'task')} in the {_plural(len(glue_tiny_settings()), 'setting')} tried",
+        f"Pre-training beat its control beyond the seeds' spread on {COUNTS[sum(map(len, passed.values()))]} of "
+        f"the {_plural(len(gates), 'task')} in the {_plural(len(glue_tiny_settings()), 'setting')} tried",
         *(
-            [f"Table 2 in miniature is **{common(verdicts)}**"]  # the same in every setting
-            if not passed
-            else [
-                f"on {' and '.join(dict.fromkeys(task for s, task in passed if s == setting))} in `{setting}`: "
-                + _table2_words(name)
-                for name in glue_tiny_settings()
-                if (setting := label(name)) in dict(passed)
-            ]
+            [f"on {' and '.join(tasks)} in `{label(name)}`: " + _table2_words(name) for name, tasks in passed.items()]
+            or [f"Table 2 in miniature is **{common(verdicts)}**"]  # the same in every setting
         ),
     ]
